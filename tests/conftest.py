@@ -1,0 +1,30 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpus"
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The real-file conformance corpus (``../shared/corpus``).
+
+    CI always has it, so there a missing corpus is a failure. Elsewhere (a contributor's
+    checkout without the corpus) the corpus tests are skipped with the reason.
+    """
+    if not (CORPUS_DIR / "MANIFEST.tsv").is_file():
+        message = f"conformance corpus not found at {CORPUS_DIR}"
+        if _in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return CORPUS_DIR

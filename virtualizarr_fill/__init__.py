@@ -1,0 +1,39 @@
+"""virtualizarr-fill: VirtualiZarr parsers for TIFF/GeoTIFF and HDF5/NetCDF-4.
+
+Importing this package enables zarr's ``array.rectilinear_chunks`` flag (see
+:mod:`virtualizarr_fill._zarr_config`); reader-only processes can set
+``ZARR_ARRAY__RECTILINEAR_CHUNKS=True`` instead.
+"""
+
+from __future__ import annotations
+
+from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+
+enable_rectilinear_chunks()
+
+from virtualizarr_fill.codecs import CropCodec, TruncateCodec  # noqa: E402
+from virtualizarr_fill.errors import (  # noqa: E402
+    ChunkSizeMismatchError,
+    CorruptFileError,
+    FillValueError,
+    IncompatibleArraysError,
+    NotATiffError,
+    NotHDF5Error,
+    UnsupportedFeatureError,
+    VirtualizarrFillError,
+)
+
+__all__ = [
+    "ChunkSizeMismatchError",
+    "CorruptFileError",
+    "CropCodec",
+    "FillValueError",
+    "IncompatibleArraysError",
+    "NotATiffError",
+    "NotHDF5Error",
+    "TruncateCodec",
+    "UnsupportedFeatureError",
+    "VirtualizarrFillError",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,40 @@
+"""The project's error hierarchy.
+
+Every error the parsers raise for bad input is a :class:`VirtualizarrFillError`, and
+also a builtin exception of the matching kind, so callers that already catch
+``ValueError`` or ``NotImplementedError`` keep working.
+"""
+
+from __future__ import annotations
+
+
+class VirtualizarrFillError(Exception):
+    """Base class of every error raised by virtualizarr-fill for bad or unsupported input."""
+
+
+class NotATiffError(VirtualizarrFillError, ValueError):
+    """The object is not a TIFF file."""
+
+
+class NotHDF5Error(VirtualizarrFillError, ValueError):
+    """The object is not an HDF5 file (netCDF-3 files land here too)."""
+
+
+class UnsupportedFeatureError(VirtualizarrFillError, NotImplementedError):
+    """The file is valid but uses a feature that cannot be expressed as a virtual Zarr array."""
+
+
+class CorruptFileError(VirtualizarrFillError, ValueError):
+    """The file's header contradicts itself or its size (offsets past the end, bad counts...)."""
+
+
+class ChunkSizeMismatchError(VirtualizarrFillError, ValueError):
+    """A stored chunk is neither its logical nor its physical size (raised while decoding)."""
+
+
+class IncompatibleArraysError(VirtualizarrFillError, ValueError):
+    """Arrays cannot be concatenated or stacked (different codecs, edges, dtypes, fills...)."""
+
+
+class FillValueError(VirtualizarrFillError, ValueError):
+    """A fill value cannot be represented in the array's data type, or fills conflict."""
