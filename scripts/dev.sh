@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# One entry point for a fresh checkout:
+#   scripts/dev.sh demo   build virtual references from the bundled samples and verify them
+#   scripts/dev.sh test   run the test suite
+#   scripts/dev.sh lint   ruff + mypy
+#   scripts/dev.sh ci     lint + test (what CI runs)
+# Each finds a Python >= 3.12, creates .venv and installs the project into it when
+# needed (again whenever pyproject.toml changes).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VIRTUALIZARR_FILL_VENV:-$ROOT/.venv}"
+STAMP="$VENV/.installed-pyproject"
+
+python_ok() {
+    "$1" -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1
+}
+
+find_python() {
+    local candidate
+    if [ -n "${PYTHON:-}" ]; then
+        if python_ok "$PYTHON"; then echo "$PYTHON"; return 0; fi
+        echo "PYTHON=$PYTHON is not a Python >= 3.12 with venv" >&2
+        return 1
+    fi
+    for candidate in python3.13 python3.12 python3 python; do
+        if command -v "$candidate" >/dev/null 2>&1 && python_ok "$(command -v "$candidate")"; then
+            command -v "$candidate"; return 0
+        fi
+    done
+    # pyenv, uv and similar keep interpreters outside PATH.
+    for candidate in \
+        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python3 \
+        "$HOME"/.local/share/uv/python/cpython-3.1[2-9]*/bin/python3 \
+        /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9] /opt/python*/bin/python3; do
+        if [ -x "$candidate" ] && python_ok "$candidate"; then echo "$candidate"; return 0; fi
+    done
+    echo "No Python >= 3.12 found. Install one (or set PYTHON=/path/to/python3.12)." >&2
+    return 1
+}
+
+ensure_venv() {
+    local digest
+    digest="$(cat "$ROOT/pyproject.toml" | cksum)"
+    if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$digest" ]; then
+        return 0
+    fi
+    if [ ! -x "$VENV/bin/python" ] || ! python_ok "$VENV/bin/python"; then
+        local python
+        python="$(find_python)"
+        echo "Creating $VENV with $python ($("$python" --version 2>&1))" >&2
+        rm -rf "$VENV"
+        "$python" -m venv "$VENV"
+    fi
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+    echo "Installing virtualizarr-fill and its test dependencies into $VENV" >&2
+    "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]" >&2
+    echo "$digest" >"$STAMP"
+}
+
+run_tests() {
+    cd "$ROOT"
+    local status=0
+    "$VENV/bin/python" -m pytest "$@" || status=$?
+    # pytest's 5 means "no tests collected": that is a failure here.
+    if [ "$status" -eq 5 ]; then echo "no tests were collected" >&2; return 1; fi
+    return "$status"
+}
+
+run_lint() {
+    cd "$ROOT"
+    local paths=() path
+    for path in virtualizarr_fill tests examples fixtures benchmarks; do
+        [ -e "$path" ] && paths+=("$path")
+    done
+    "$VENV/bin/ruff" check "${paths[@]}"
+    "$VENV/bin/mypy"
+}
+
+command="${1:-}"
+shift || true
+case "$command" in
+    demo) ensure_venv; cd "$ROOT"; exec "$VENV/bin/python" examples/demo.py "$@" ;;
+    test) ensure_venv; run_tests "$@" ;;
+    lint) ensure_venv; run_lint ;;
+    ci) ensure_venv; run_lint; run_tests "$@" ;;
+    venv) ensure_venv; echo "$VENV" ;;
+    *) echo "usage: scripts/dev.sh {demo|test|lint|ci} [args...]" >&2; exit 2 ;;
+esac
