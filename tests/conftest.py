@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.servers import S3Server, running_s3
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpus"
@@ -28,3 +31,10 @@ def corpus_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return CORPUS_DIR
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A real S3-compatible server (moto) on loopback for the whole session."""
+    with running_s3() as server:
+        yield server

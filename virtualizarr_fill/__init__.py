@@ -19,6 +19,7 @@ from virtualizarr_fill.errors import (  # noqa: E402
     IncompatibleArraysError,
     NotATiffError,
     NotHDF5Error,
+    StoreReadError,
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "IncompatibleArraysError",
     "NotATiffError",
     "NotHDF5Error",
+    "StoreReadError",
     "TruncateCodec",
     "UnsupportedFeatureError",
     "VirtualizarrFillError",

@@ -36,5 +36,9 @@ class IncompatibleArraysError(VirtualizarrFillError, ValueError):
     """Arrays cannot be concatenated or stacked (different codecs, edges, dtypes, fills...)."""
 
 
+class StoreReadError(VirtualizarrFillError, OSError):
+    """Reading from the object store failed (after the store's own retries), or timed out."""
+
+
 class FillValueError(VirtualizarrFillError, ValueError):
     """A fill value cannot be represented in the array's data type, or fills conflict."""

@@ -20,6 +20,8 @@ from typing import Any
 
 import obstore
 
+from virtualizarr_fill.errors import StoreReadError
+
 DEFAULT_FIRST_REQUEST = 64 * 1024
 DEFAULT_BLOCK_SIZE = 64 * 1024
 
@@ -74,8 +76,11 @@ class StoreFile(io.RawIOBase):
     def _fetch_head(self) -> None:
         # Round the head up to whole blocks so it also serves as cache blocks.
         length = -(-self.first_request // self.block_size) * self.block_size
-        result = obstore.get(self.store, self.path, options={"range": (0, length)})
-        data = bytes(result.bytes())
+        try:
+            result = obstore.get(self.store, self.path, options={"range": (0, length)})
+            data = bytes(result.bytes())
+        except Exception as error:  # obstore raises its own hierarchy (and builtins)
+            raise self._read_error(error, 0, length) from error
         self.stats.requests += 1
         self.stats.bytes_read += len(data)
         self._size = int(result.meta["size"])
@@ -104,10 +109,13 @@ class StoreFile(io.RawIOBase):
                 runs.append((block, block))
         starts = [start * self.block_size for start, _ in runs]
         ends = [min((end + 1) * self.block_size, self.size) for _, end in runs]
-        if len(runs) == 1:
-            payloads = [obstore.get_range(self.store, self.path, start=starts[0], end=ends[0])]
-        else:
-            payloads = list(obstore.get_ranges(self.store, self.path, starts=starts, ends=ends))
+        try:
+            if len(runs) == 1:
+                payloads = [obstore.get_range(self.store, self.path, start=starts[0], end=ends[0])]
+            else:
+                payloads = list(obstore.get_ranges(self.store, self.path, starts=starts, ends=ends))
+        except Exception as error:
+            raise self._read_error(error, starts[0], ends[-1] - starts[0]) from error
         self.stats.requests += len(runs)
         for (start, _), payload in zip(runs, payloads, strict=True):
             data = bytes(payload)
@@ -116,6 +124,12 @@ class StoreFile(io.RawIOBase):
                 self._blocks[start + offset // self.block_size] = data[
                     offset : offset + self.block_size
                 ]
+
+    def _read_error(self, error: Exception, start: int, length: int) -> StoreReadError:
+        return StoreReadError(
+            f"reading {length} bytes at offset {start} of {self.path!r} from {self.store!r} "
+            f"failed: {type(error).__name__}: {error}"
+        )
 
     def read_range(self, start: int, length: int) -> bytes:
         """``length`` bytes from ``start`` (fewer at the end of the object)."""
