@@ -134,3 +134,15 @@ def test_dead_server_gives_a_clear_timeout_error(s3_server: S3Server, s3_sample:
 def test_missing_object_is_a_store_read_error(tmp_path: Path) -> None:
     with pytest.raises(StoreReadError, match=r"nope\.tif"):
         StoreFile(LocalStore(tmp_path), "nope.tif").read(4)
+
+
+def test_requests_seen_by_a_tracing_wrapper(corpus_dir: Path) -> None:
+    """Benchmarks count every parser's requests the same way: through obspec-utils' tracer."""
+    from obspec_utils.wrappers import TracingReadableStore
+
+    traced = TracingReadableStore(LocalStore(corpus_dir / "rasterio+rasterio"))
+    reader = StoreFile(traced, "RGB.byte.tif")
+    with tifffile.TiffFile(reader) as tif:
+        assert len(tif.pages[0].dataoffsets) == 240
+    assert traced.trace.total_requests == reader.stats.requests
+    assert traced.trace.total_bytes == reader.stats.bytes_read

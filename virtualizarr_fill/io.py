@@ -18,8 +18,6 @@ from collections.abc import Buffer
 from dataclasses import dataclass
 from typing import Any
 
-import obstore
-
 from virtualizarr_fill.errors import StoreReadError
 
 DEFAULT_FIRST_REQUEST = 64 * 1024
@@ -40,7 +38,9 @@ class StoreFile(io.RawIOBase):
     Parameters
     ----------
     store
-        Any obstore store (what ``ObjectStoreRegistry.resolve`` returns).
+        An obstore store (what ``ObjectStoreRegistry.resolve`` returns) or anything with
+        the same obspec methods (``get``, ``get_range``, ``get_ranges``), such as
+        obspec-utils' ``TracingReadableStore`` used to count requests.
     path
         The object's path within the store.
     first_request
@@ -77,7 +77,7 @@ class StoreFile(io.RawIOBase):
         # Round the head up to whole blocks so it also serves as cache blocks.
         length = -(-self.first_request // self.block_size) * self.block_size
         try:
-            result = obstore.get(self.store, self.path, options={"range": (0, length)})
+            result = self.store.get(self.path, options={"range": (0, length)})
             data = bytes(result.bytes())
         except Exception as error:  # obstore raises its own hierarchy (and builtins)
             raise self._read_error(error, 0, length) from error
@@ -111,9 +111,9 @@ class StoreFile(io.RawIOBase):
         ends = [min((end + 1) * self.block_size, self.size) for _, end in runs]
         try:
             if len(runs) == 1:
-                payloads = [obstore.get_range(self.store, self.path, start=starts[0], end=ends[0])]
+                payloads = [self.store.get_range(self.path, start=starts[0], end=ends[0])]
             else:
-                payloads = list(obstore.get_ranges(self.store, self.path, starts=starts, ends=ends))
+                payloads = list(self.store.get_ranges(self.path, starts=starts, ends=ends))
         except Exception as error:
             raise self._read_error(error, starts[0], ends[-1] - starts[0]) from error
         self.stats.requests += len(runs)
