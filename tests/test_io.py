@@ -136,13 +136,19 @@ def test_missing_object_is_a_store_read_error(tmp_path: Path) -> None:
         StoreFile(LocalStore(tmp_path), "nope.tif").read(4)
 
 
-def test_requests_seen_by_a_tracing_wrapper(corpus_dir: Path) -> None:
-    """Benchmarks count every parser's requests the same way: through obspec-utils' tracer."""
-    from obspec_utils.wrappers import TracingReadableStore
+def test_requests_seen_by_store_wrappers(corpus_dir: Path) -> None:
+    """Benchmarks count every parser's requests the same way, through a store wrapper."""
+    from obspec_utils.wrappers import RequestTrace, TracingReadableStore
 
-    traced = TracingReadableStore(LocalStore(corpus_dir / "rasterio+rasterio"))
+    from virtualizarr_fill.io import CountingStore
+
+    trace = RequestTrace()
+    counted = CountingStore(LocalStore(corpus_dir / "rasterio+rasterio"))
+    traced = TracingReadableStore(counted, trace)
     reader = StoreFile(traced, "RGB.byte.tif")
     with tifffile.TiffFile(reader) as tif:
         assert len(tif.pages[0].dataoffsets) == 240
-    assert traced.trace.total_requests == reader.stats.requests
-    assert traced.trace.total_bytes == reader.stats.bytes_read
+    assert trace.total_requests == reader.stats.requests == counted.stats.requests
+    assert counted.stats.bytes_read == reader.stats.bytes_read
+    # The file is 1.7 MB; the header took two block-sized reads.
+    assert reader.stats.bytes_read < 200_000
