@@ -67,8 +67,7 @@ class StoreFile(io.RawIOBase):
         self.first_request = first_request
         self.stats = RequestStats()
         self._size: int | None = None
-        self._blocks: dict[int, bytes] = {}
-        self._head = b""
+        self._blocks: dict[int, memoryview] = {}
         self._position = 0
 
     # -- size and fetching ---------------------------------------------------
@@ -78,13 +77,13 @@ class StoreFile(io.RawIOBase):
         length = -(-self.first_request // self.block_size) * self.block_size
         try:
             result = self.store.get(self.path, options={"range": (0, length)})
-            data = bytes(result.bytes())
+            # A view of obstore's buffer: no copy of the head.
+            data = memoryview(result.bytes())
         except Exception as error:  # obstore raises its own hierarchy (and builtins)
             raise self._read_error(error, 0, length) from error
         self.stats.requests += 1
         self.stats.bytes_read += len(data)
         self._size = int(result.meta["size"])
-        self._head = data
         for index in range(0, len(data), self.block_size):
             self._blocks[index // self.block_size] = data[index : index + self.block_size]
 
@@ -118,7 +117,7 @@ class StoreFile(io.RawIOBase):
             raise self._read_error(error, starts[0], ends[-1] - starts[0]) from error
         self.stats.requests += len(runs)
         for (start, _), payload in zip(runs, payloads, strict=True):
-            data = bytes(payload)
+            data = memoryview(payload)
             self.stats.bytes_read += len(data)
             for offset in range(0, len(data), self.block_size):
                 self._blocks[start + offset // self.block_size] = data[
@@ -138,8 +137,10 @@ class StoreFile(io.RawIOBase):
             return b""
         first, last = start // self.block_size, (end - 1) // self.block_size
         self._fetch_blocks(first, last)
-        data = b"".join(self._blocks.get(b, b"") for b in range(first, last + 1))
         offset = start - first * self.block_size
+        if first == last:
+            return bytes(self._blocks[first][offset : offset + (end - start)])
+        data = b"".join(self._blocks.get(b, memoryview(b"")) for b in range(first, last + 1))
         return data[offset : offset + (end - start)]
 
     # -- io.RawIOBase ----------------------------------------------------------

@@ -10,6 +10,7 @@ what numpy, GDAL and the HDF5 library do when they convert a fill value.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -75,8 +76,14 @@ def default_fill_value(dtype: Any) -> FillScalar:
     Taken from zarr's own data-type model so that it matches what zarr writes when no
     fill value is given.
     """
-    dt = normalize_dtype(dtype)
-    scalar: Any = get_data_type_from_native_dtype(dt).default_scalar()
+    return _default_fill_value(normalize_dtype(dtype))
+
+
+@functools.lru_cache(maxsize=256)
+def _default_fill_value(dtype: np.dtype[Any]) -> FillScalar:
+    # zarr's data-type lookup walks its registry (~0.3 ms), once per dtype is enough;
+    # numpy scalars are immutable, so sharing the result is safe.
+    scalar: Any = get_data_type_from_native_dtype(dtype).default_scalar()
     return scalar
 
 
