@@ -152,3 +152,10 @@ def test_requests_seen_by_store_wrappers(corpus_dir: Path) -> None:
     assert counted.stats.bytes_read == reader.stats.bytes_read
     # The file is 1.7 MB; the header took two block-sized reads.
     assert reader.stats.bytes_read < 200_000
+
+
+def test_empty_object_has_size_zero(tmp_path: Path) -> None:
+    (tmp_path / "empty.tif").write_bytes(b"")
+    reader = StoreFile(LocalStore(tmp_path), "empty.tif")
+    assert reader.size == 0
+    assert reader.read(10) == b""

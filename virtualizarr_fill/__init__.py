@@ -11,7 +11,13 @@ from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
 
 enable_rectilinear_chunks()
 
+from virtualizarr_fill._vz_adapter import install as _install_vz_adapter  # noqa: E402
 from virtualizarr_fill.codecs import CropCodec, TruncateCodec  # noqa: E402
+
+# Rectilinear ManifestArrays, concatenation and writers (see docs/architecture.md).
+_install_vz_adapter()
+
+from virtualizarr_fill.concat import fill_conflicts  # noqa: E402
 from virtualizarr_fill.errors import (  # noqa: E402
     ChunkSizeMismatchError,
     CorruptFileError,
@@ -20,9 +26,11 @@ from virtualizarr_fill.errors import (  # noqa: E402
     NotATiffError,
     NotHDF5Error,
     StoreReadError,
+    UnknownFormatError,
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
+from virtualizarr_fill.tiff import TIFFParser  # noqa: E402
 
 __all__ = [
     "ChunkSizeMismatchError",
@@ -33,9 +41,12 @@ __all__ = [
     "NotATiffError",
     "NotHDF5Error",
     "StoreReadError",
+    "TIFFParser",
+    "UnknownFormatError",
     "TruncateCodec",
     "UnsupportedFeatureError",
     "VirtualizarrFillError",
+    "fill_conflicts",
 ]
 
 __version__ = "0.1.0"

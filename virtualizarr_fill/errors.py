@@ -20,6 +20,10 @@ class NotHDF5Error(VirtualizarrFillError, ValueError):
     """The object is not an HDF5 file (netCDF-3 files land here too)."""
 
 
+class UnknownFormatError(NotATiffError, NotHDF5Error):
+    """The object is neither a TIFF nor an HDF5/netCDF-4 file (or it is empty)."""
+
+
 class UnsupportedFeatureError(VirtualizarrFillError, NotImplementedError):
     """The file is valid but uses a feature that cannot be expressed as a virtual Zarr array."""
 

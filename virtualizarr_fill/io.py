@@ -32,6 +32,20 @@ class RequestStats:
     bytes_read: int = 0
 
 
+def normalize_url(url: str) -> str:
+    """``url`` with a ``file://`` path percent-decoded, other URLs unchanged.
+
+    ``Path.as_uri()`` (which VirtualiZarr applies to bare paths) encodes characters such
+    as ``+`` as ``%2B``, but local stores look paths up literally: parsers open, and
+    write into manifests, the decoded form.
+    """
+    if url.startswith("file://") and "%" in url:
+        from urllib.parse import unquote
+
+        return "file://" + unquote(url[len("file://") :])
+    return url
+
+
 class StoreFile(io.RawIOBase):
     """Read-only, seekable file object over ``path`` in an obstore ``store``.
 
@@ -80,12 +94,23 @@ class StoreFile(io.RawIOBase):
             # A view of obstore's buffer: no copy of the head.
             data = memoryview(result.bytes())
         except Exception as error:  # obstore raises its own hierarchy (and builtins)
+            # Stores refuse any ranged read of an empty object; that is a size, not a fault.
+            if self._is_empty_object():
+                self._size = 0
+                self.stats.requests += 2
+                return
             raise self._read_error(error, 0, length) from error
         self.stats.requests += 1
         self.stats.bytes_read += len(data)
         self._size = int(result.meta["size"])
         for index in range(0, len(data), self.block_size):
             self._blocks[index // self.block_size] = data[index : index + self.block_size]
+
+    def _is_empty_object(self) -> bool:
+        try:
+            return int(self.store.head(self.path)["size"]) == 0
+        except Exception:  # missing or unreadable: the original error says more
+            return False
 
     @property
     def size(self) -> int:
@@ -268,6 +293,7 @@ class CountingStore:
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "normalize_url",
     "DEFAULT_FIRST_REQUEST",
     "CountingStore",
     "RequestStats",

@@ -31,6 +31,7 @@ from virtualizarr_fill.codecs._common import expected_nbytes, fixed_item_size
 from virtualizarr_fill.errors import ChunkSizeMismatchError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Self
 
     from zarr.core.array_spec import ArraySpec
@@ -94,6 +95,13 @@ class CropCodec(BytesBytesCodec):
         cropped = stored.reshape(self.stored_shape)[tuple(slice(0, n) for n in logical_shape)]
         contiguous = np.ascontiguousarray(cropped).view(np.uint8).reshape(-1)
         return chunk_spec.prototype.buffer.from_array_like(contiguous)
+
+    async def decode(
+        self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
+    ) -> Iterable[Buffer | None]:
+        # Trimming is a slice or a small copy: decode the whole batch inline rather than
+        # scheduling one task per chunk.
+        return [None if b is None else self._decode_sync(b, s) for b, s in chunks_and_specs]
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return self._decode_sync(chunk_bytes, chunk_spec)

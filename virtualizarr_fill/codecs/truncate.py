@@ -29,6 +29,7 @@ from zarr.core.common import JSON, parse_named_configuration
 from virtualizarr_fill.codecs._common import expected_nbytes
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Self
 
     from zarr.core.array_spec import ArraySpec
@@ -66,6 +67,13 @@ class TruncateCodec(BytesBytesCodec):
         if expected is not None and len(chunk_bytes) > expected:
             return chunk_bytes[:expected]
         return chunk_bytes
+
+    async def decode(
+        self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
+    ) -> Iterable[Buffer | None]:
+        # Trimming is a slice or a small copy: decode the whole batch inline rather than
+        # scheduling one task per chunk.
+        return [None if b is None else self._decode_sync(b, s) for b, s in chunks_and_specs]
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         # Slicing is cheap; no thread hop needed.

@@ -1,0 +1,213 @@
+"""TIFF header parsing: TIFFParser side by side with virtual-tiff, in one run.
+
+For each file, both parsers build a ManifestStore from a ``file://`` URL through an
+:class:`~virtualizarr_fill.io.CountingStore` wrapper (so every object-store request and
+byte is counted the same way), and the median parse time of several repetitions is
+reported. Files:
+
+* a generated 1000x1000 float32 Deflate COG with overviews (GDAL, through rasterio);
+* a generated 150-row strip file with RowsPerStrip 10 (tifffile; virtual-tiff refuses
+  RowsPerStrip 12 there, so 10 keeps it comparable);
+* every corpus TIFF that virtual-tiff reads correctly (checked in a subprocess in which
+  virtual-tiff's codec classes own the ``imagecodecs_*`` names, against tifffile).
+
+Two modes: the first image only (``TIFFParser()`` vs ``VirtualTIFF(ifd=0)``) and every IFD
+(``TIFFParser(tree=True)`` vs ``VirtualTIFF()``). Targets (issue 5): parse time at most
+half of virtual-tiff's, requests no more than virtual-tiff's.
+
+Run: ``python benchmarks/bench_tiff.py`` (``--repeat N``, ``--no-corpus``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from obspec_utils.registry import ObjectStoreRegistry
+from obstore.store import LocalStore
+
+from virtualizarr_fill.io import CountingStore
+from virtualizarr_fill.tiff import TIFFParser
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+sys.path.insert(0, str(REPO / "fixtures"))
+import make_tiff_fixtures  # noqa: E402
+
+
+def make_cog(path: Path) -> None:
+    """1000x1000 float32 Deflate COG with overviews, written by GDAL."""
+    import rasterio
+    from rasterio.shutil import copy as rio_copy
+    from rasterio.transform import from_origin
+
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((1, 1000, 1000)) * 100).astype("float32")
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / "plain.tif"
+        profile = {
+            "driver": "GTiff",
+            "width": 1000,
+            "height": 1000,
+            "count": 1,
+            "dtype": "float32",
+            "crs": "EPSG:4326",
+            "transform": from_origin(0, 10, 0.01, 0.01),
+            "tiled": True,
+            "blockxsize": 256,
+            "blockysize": 256,
+            "compress": "DEFLATE",
+        }
+        with rasterio.open(plain, "w", **profile) as dst:
+            dst.write(data)
+            dst.build_overviews([2, 4, 8])
+        rio_copy(
+            plain,
+            path,
+            driver="GTiff",
+            copy_src_overviews=True,
+            tiled=True,
+            blockxsize=256,
+            blockysize=256,
+            compress="DEFLATE",
+        )
+
+
+def make_strips(path: Path) -> None:
+    make_tiff_fixtures.FIXTURES["strip_rps10_150rows_deflate"](path)
+
+
+_VIRTUAL_TIFF_CHECK = r"""
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import numpy as np, tifffile, zarr
+from importlib.metadata import entry_points
+# virtual-tiff's classes must own the imagecodecs_* names in this process
+zarr.config.set({f"codecs.{e.name}": e.value.replace(":", ".")
+                 for e in entry_points(group="zarr.codecs") if e.value.startswith("virtual_tiff")})
+from obspec_utils.registry import ObjectStoreRegistry
+from obstore.store import LocalStore
+from virtual_tiff import VirtualTIFF
+registry = ObjectStoreRegistry({"file://": LocalStore()})
+good = []
+for path in sys.argv[1:]:
+    try:
+        store = VirtualTIFF(ifd=0)("file://" + path, registry)
+        got = np.asarray(zarr.open_group(store=store, mode="r")["0"][...])
+        page = tifffile.TiffFile(path).pages[0]
+        ref = page.asarray()
+        if got.shape != ref.shape and got.ndim == 3:
+            got = np.moveaxis(got, 0, -1)
+        if got.shape == ref.shape and np.array_equal(got, ref, equal_nan=ref.dtype.kind in "fc"):
+            good.append(path)
+    except Exception:
+        pass
+print(json.dumps(good))
+"""
+
+
+def corpus_files_virtual_tiff_reads() -> list[Path]:
+    paths = sorted(p for p in CORPUS.rglob("*") if p.suffix.lower() in {".tif", ".tiff"})
+    result = subprocess.run(
+        [sys.executable, "-c", _VIRTUAL_TIFF_CHECK, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    )
+    return [Path(p) for p in json.loads(result.stdout.strip().splitlines()[-1])]
+
+
+def measure(parser: Callable[[str, Any], Any], path: Path, repeat: int) -> dict[str, Any]:
+    """Median parse time, and requests/bytes of one parse, through a counting store."""
+    times = []
+    requests = nbytes = 0
+    error = None
+    for _ in range(repeat):
+        counting = CountingStore(LocalStore())
+        registry = ObjectStoreRegistry({"file://": counting})
+        start = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                parser("file://" + str(path), registry)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"[:80]
+            break
+        times.append(time.perf_counter() - start)
+        requests, nbytes = counting.stats.requests, counting.stats.bytes_read
+    if error is not None:
+        return {"error": error}
+    return {"seconds": statistics.median(times), "requests": requests, "bytes": nbytes}
+
+
+def run(files: list[Path], repeat: int) -> None:
+    from virtual_tiff import VirtualTIFF
+
+    modes = {
+        "first image": (TIFFParser(), VirtualTIFF(ifd=0)),
+        "every IFD": (TIFFParser(tree=True), VirtualTIFF()),
+    }
+    for mode, (ours, theirs) in modes.items():
+        print(f"\n== {mode}: TIFFParser vs virtual-tiff (median of {repeat}) ==")
+        print(
+            f"{'file':48s} {'ours ms':>8s} {'vt ms':>8s} {'ratio':>6s} "
+            f"{'req':>4s} {'vt req':>6s} {'KiB':>7s} {'vt KiB':>7s}"
+        )
+        ratios, request_pairs = [], []
+        for path in files:
+            measure(ours, path, 1)  # warm caches and imports
+            a = measure(ours, path, repeat)
+            b = measure(theirs, path, repeat)
+            name = path.name[:48]
+            if "error" in a or "error" in b:
+                print(f"{name:48s} ours={a.get('error', 'ok')} vt={b.get('error', 'ok')}")
+                continue
+            ratio = a["seconds"] / b["seconds"]
+            ratios.append(ratio)
+            request_pairs.append((a["requests"], b["requests"]))
+            print(
+                f"{name:48s} {a['seconds'] * 1e3:8.2f} {b['seconds'] * 1e3:8.2f} "
+                f"{ratio:6.2f} {a['requests']:4d} {b['requests']:6d} "
+                f"{a['bytes'] / 1024:7.1f} {b['bytes'] / 1024:7.1f}"
+            )
+        if ratios:
+            fewer_or_equal = sum(1 for a, b in request_pairs if a <= b)
+            print(
+                f"median time ratio (ours / virtual-tiff): {statistics.median(ratios):.2f}; "
+                f"max {max(ratios):.2f}; files with requests <= virtual-tiff's: "
+                f"{fewer_or_equal}/{len(request_pairs)}; median requests "
+                f"{statistics.median(a for a, _ in request_pairs):.0f} vs "
+                f"{statistics.median(b for _, b in request_pairs):.0f}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--no-corpus", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cog, strips = Path(tmp) / "cog_1000_float32_deflate.tif", Path(tmp) / "strips_150_rps10.tif"
+        make_cog(cog)
+        make_strips(strips)
+        files = [cog, strips]
+        if not args.no_corpus and CORPUS.is_dir():
+            corpus = corpus_files_virtual_tiff_reads()
+            print(f"corpus files virtual-tiff reads correctly: {len(corpus)}")
+            files += corpus
+        run(files, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

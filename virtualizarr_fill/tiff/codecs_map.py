@@ -1,0 +1,329 @@
+"""TIFF Compression, Predictor, FillOrder and JPEG tags mapped to a Zarr v3 codec chain.
+
+The chain is built from codecs that Zarr finds through the ``zarr.codecs`` entry point,
+so a reader process that never imports this package decodes the arrays:
+
+* zarr's own ``bytes``, ``transpose`` and ``zstd``, and ``numcodecs.zlib`` (shipped with
+  zarr) for Deflate;
+* ``imagecodecs_*`` codecs from the ``imagecodecs-zarr`` package for LZW, PackBits, LZMA,
+  JPEG, JPEG 2000, JPEG XL, WebP, PNG and LERC;
+* this package's ``virtualizarr_fill.tiff_predictor`` and ``virtualizarr_fill.tiff_bitorder``
+  where no existing codec does what TIFF needs (see those modules).
+
+Image codecs (JPEG, WebP, ...) are array->bytes codecs that decode whole images; like
+libtiff and tifffile, predictors and FillOrder are ignored with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import zarr
+from zarr.codecs import BytesCodec, TransposeCodec, ZstdCodec
+from zarr.codecs.numcodecs import Zlib
+from zarr.registry import register_codec
+
+from virtualizarr_fill.codecs.tiff_bitorder import TIFF_BITORDER_CODEC_NAME, TiffBitorderCodec
+from virtualizarr_fill.codecs.tiff_packints import TIFF_PACKINTS_CODEC_NAME, TiffPackintsCodec
+from virtualizarr_fill.codecs.tiff_predictor import TIFF_PREDICTOR_CODEC_NAME, TiffPredictorCodec
+from virtualizarr_fill.errors import UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    from tifffile import TiffPage
+    from zarr.abc.codec import BaseCodec
+
+    from virtualizarr_fill.tiff.tags import Endian, SegmentLayout
+
+# Compression (tag 259) values.
+NONE = 1
+LZW = 5
+OJPEG = 6
+JPEG = 7
+ADOBE_DEFLATE = 8
+JPEG_DNG = 34892
+DEFLATE = 32946
+PACKBITS = 32773
+LZMA = 34925
+ZSTD = 50000
+ZSTD_OLD = 34926
+WEBP = 50001
+WEBP_OLD = 34927
+JPEG2000 = frozenset({33003, 33004, 33005, 34712})
+JPEGXL = frozenset({50002, 52546})
+LERC = 34887
+PNG = 34933
+
+JPEG_FAMILY = frozenset({JPEG, JPEG_DNG})
+IMAGE_COMPRESSIONS = JPEG_FAMILY | JPEG2000 | JPEGXL | {WEBP, WEBP_OLD, PNG, LERC}
+
+# GDAL private tags.
+ZSTD_LEVEL_TAG = 65564
+LERC_PARAMETERS_TAG = 50674
+
+# Photometric values that matter for JPEG colour conversion.
+_MINISBLACK, _RGB, _SEPARATED, _YCBCR = 1, 2, 5, 6
+
+# imagecodecs-zarr class for every imagecodecs_* codec name emitted here.
+_IMAGECODECS_CLASSES = {
+    "imagecodecs_lzw": "Lzw",
+    "imagecodecs_packbits": "Packbits",
+    "imagecodecs_lzma": "Lzma",
+    "imagecodecs_jpeg": "Jpeg",
+    "imagecodecs_jpeg2k": "Jpeg2k",
+    "imagecodecs_jpegxl": "Jpegxl",
+    "imagecodecs_webp": "Webp",
+    "imagecodecs_png": "Png",
+    "imagecodecs_lerc": "Lerc",
+}
+
+
+def _imagecodecs_zarr() -> Any:
+    try:
+        import imagecodecs.zarr as module
+    except ImportError as error:  # pragma: no cover - a declared dependency
+        raise UnsupportedFeatureError(
+            "TIFF image codecs need the 'imagecodecs-zarr' package"
+        ) from error
+    return module
+
+
+def pin_imagecodecs_implementations() -> None:
+    """Make zarr resolve ``imagecodecs_*`` names to imagecodecs-zarr's codec classes.
+
+    Other packages (virtual-tiff) register different classes under the same names; zarr
+    then warns and picks one arbitrarily. Pinning only happens where a name is claimed
+    by more than one class and the user has not configured it already.
+    """
+    from zarr.registry import _codec_registries
+
+    module = _imagecodecs_zarr()
+    settings: dict[str, str] = {}
+    for name, class_name in _IMAGECODECS_CLASSES.items():
+        cls = getattr(module, class_name)
+        qualname = f"{cls.__module__}.{cls.__qualname__}"
+        registry = _codec_registries.get(name)
+        if registry is not None:
+            with contextlib.suppress(Exception):  # a broken third-party entry point
+                registry.lazy_load()
+        if registry is None or qualname not in registry:
+            register_codec(name, cls)
+            registry = _codec_registries[name]
+        configured = zarr.config.get("codecs", {}).get(name)
+        if len(registry) > 1 and configured is None:
+            settings[f"codecs.{name}"] = qualname
+    if settings:
+        zarr.config.set(settings)
+
+
+def register_tiff_codecs() -> None:
+    """Register this package's TIFF codecs in-process (entry points do it for readers)."""
+    register_codec(TIFF_PREDICTOR_CODEC_NAME, TiffPredictorCodec)
+    register_codec(TIFF_BITORDER_CODEC_NAME, TiffBitorderCodec)
+    register_codec(TIFF_PACKINTS_CODEC_NAME, TiffPackintsCodec)
+
+
+@dataclass
+class CodecChain:
+    """A Zarr v3 codec list split by role, for one TIFF IFD."""
+
+    array_array: list[BaseCodec[Any, Any]] = field(default_factory=list)
+    array_bytes: BaseCodec[Any, Any] = field(default_factory=BytesCodec)
+    bytes_bytes: list[BaseCodec[Any, Any]] = field(default_factory=list)
+
+    @property
+    def is_image_codec(self) -> bool:
+        """Whether an image codec decodes whole segments (no raw bytes to trim)."""
+        return not isinstance(self.array_bytes, BytesCodec | TiffPackintsCodec)
+
+    @property
+    def packed(self) -> TiffPackintsCodec | None:
+        """The packed-sample codec, which itself ignores rows beyond the chunk."""
+        return self.array_bytes if isinstance(self.array_bytes, TiffPackintsCodec) else None
+
+    @property
+    def is_compressed(self) -> bool:
+        return self.is_image_codec or any(
+            not isinstance(c, TiffBitorderCodec) for c in self.bytes_bytes
+        )
+
+    def codecs(self) -> list[BaseCodec[Any, Any]]:
+        return [*self.array_array, self.array_bytes, *self.bytes_bytes]
+
+
+def transpose_for(layout: SegmentLayout) -> list[BaseCodec[Any, Any]]:
+    """``(band, y, x)`` to pixel-interleaved storage ``(y, x, band)``."""
+    return [TransposeCodec(order=(1, 2, 0))] if layout.pixel_interleaved else []
+
+
+def jpeg_colorspaces(page: TiffPage) -> tuple[str | None, str | None]:
+    """JPEG stream and output colour spaces from Photometric, as libtiff/tifffile decode.
+
+    YCbCr is converted to RGB; RGB streams without a JFIF marker are taken as RGB;
+    separate planes decode as grayscale; with extra samples the library's guess stands.
+    """
+    photometric = int(page.photometric)
+    jpeg_space: str | None = None
+    data_space: str | None = None
+    if not page.extrasamples:
+        if photometric == _YCBCR:
+            data_space = "RGB"
+        elif photometric == _RGB:
+            if not page.is_jfif:
+                jpeg_space = "RGB"
+            data_space = "RGB"
+        elif photometric == _SEPARATED:
+            data_space = "CMYK"
+        elif photometric > 3:
+            raise UnsupportedFeatureError(f"JPEG with Photometric={photometric}")
+    if int(page.planarconfig) != 1:
+        data_space = "GRAYSCALE"
+    return jpeg_space, data_space
+
+
+def _jpeg_codec(page: TiffPage, source: str) -> BaseCodec[Any, Any]:
+    try:
+        jpeg_space, data_space = jpeg_colorspaces(page)
+    except UnsupportedFeatureError as error:
+        raise UnsupportedFeatureError(f"{source}: {error}") from None
+    tables = page.jpegtables
+    return _imagecodecs_zarr().Jpeg(
+        tables=bytes(tables) if tables else None,
+        colorspace_jpeg=jpeg_space,
+        colorspace_data=data_space,
+    )
+
+
+def _lerc_codecs(page: TiffPage, source: str) -> tuple[BaseCodec[Any, Any], list[Any]]:
+    """LERC, with the Deflate/Zstd layer GDAL may add (LercParameters tag 50674)."""
+    tag = page.tags.get(LERC_PARAMETERS_TAG)
+    extra = int(tag.value[1]) if tag is not None and len(tag.value) > 1 else 0
+    outer: list[Any]
+    if extra == 0:
+        outer = []
+    elif extra == 1:
+        outer = [Zlib()]
+    elif extra == 2:
+        outer = [ZstdCodec()]
+    else:
+        raise UnsupportedFeatureError(f"{source}: LERC with additional compression {extra}")
+    return _imagecodecs_zarr().Lerc(), outer
+
+
+def compression_codecs(
+    page: TiffPage, source: str
+) -> tuple[BaseCodec[Any, Any] | None, list[BaseCodec[Any, Any]]]:
+    """(image array->bytes codec or None, bytes->bytes decompressors) for Compression."""
+    compression = int(page.compression)
+    module = _imagecodecs_zarr
+    if compression == NONE:
+        return None, []
+    if compression in (ADOBE_DEFLATE, DEFLATE):
+        return None, [Zlib()]
+    if compression == LZW:
+        return None, [module().Lzw()]
+    if compression == PACKBITS:
+        return None, [module().Packbits()]
+    if compression == LZMA:
+        return None, [module().Lzma()]
+    if compression in (ZSTD, ZSTD_OLD):
+        level = page.tags.get(ZSTD_LEVEL_TAG)
+        return None, [ZstdCodec(level=int(level.value) if level is not None else 0)]
+    if compression in JPEG_FAMILY:
+        return _jpeg_codec(page, source), []
+    if compression == OJPEG:
+        raise UnsupportedFeatureError(f"{source}: old-style JPEG (Compression=6)")
+    if compression in (WEBP, WEBP_OLD):
+        # WebP drops an all-opaque alpha channel; ask the decoder to restore it.
+        return module().Webp(hasalpha=True if int(page.samplesperpixel) == 4 else None), []
+    if compression in JPEG2000:
+        return module().Jpeg2k(), []
+    if compression in JPEGXL:
+        return module().Jpegxl(), []
+    if compression == PNG:
+        return module().Png(), []
+    if compression == LERC:
+        lerc, outer = _lerc_codecs(page, source)
+        return lerc, outer
+    raise UnsupportedFeatureError(f"{source}: Compression={compression} is not supported")
+
+
+def predictor_codec(
+    page: TiffPage, layout: SegmentLayout, dtype: np.dtype, endian: Endian, source: str
+) -> TiffPredictorCodec | None:
+    """Predictor (tag 317) as a codec on the storage-order array, or None."""
+    predictor = int(page.predictor)
+    if predictor == 1:
+        return None
+    if predictor not in (2, 3):
+        raise UnsupportedFeatureError(f"{source}: Predictor={predictor} is not supported")
+    if predictor == 2 and dtype.kind not in "iu":
+        raise UnsupportedFeatureError(
+            f"{source}: horizontal differencing (Predictor=2) on {dtype} samples"
+        )
+    if predictor == 3 and dtype.kind != "f":
+        raise UnsupportedFeatureError(
+            f"{source}: floating-point predictor (Predictor=3) on {dtype} samples"
+        )
+    axis = -2 if layout.pixel_interleaved else -1
+    return TiffPredictorCodec(predictor=predictor, axis=axis, endian=endian)
+
+
+def is_image_compression(page: TiffPage) -> bool:
+    """Whether Compression names a codec that decodes whole images (JPEG, WebP, ...)."""
+    return int(page.compression) in IMAGE_COMPRESSIONS
+
+
+def codec_chain(
+    page: TiffPage,
+    layout: SegmentLayout,
+    dtype: np.dtype,
+    endian: Endian,
+    source: str,
+    *,
+    packed_bits: int | None = None,
+) -> CodecChain:
+    """The full codec chain for one IFD, without any edge (truncate/crop) codec.
+
+    ``packed_bits`` is the BitsPerSample of samples packed below byte size.
+    """
+    image_codec, decompressors = compression_codecs(page, source)
+    chain = CodecChain(array_array=transpose_for(layout))
+    if image_codec is not None:
+        chain.array_bytes = image_codec
+        chain.bytes_bytes = decompressors
+        if int(page.compression) == LERC and int(page.predictor) != 1:
+            raise UnsupportedFeatureError(f"{source}: LERC with Predictor={page.predictor}")
+        return chain
+    if packed_bits is not None:
+        if int(page.predictor) != 1:
+            raise UnsupportedFeatureError(
+                f"{source}: Predictor={page.predictor} on {packed_bits}-bit packed samples"
+            )
+        bands, _, cols = layout.chunk_shape
+        chain.array_bytes = TiffPackintsCodec(bitspersample=packed_bits, runlen=cols * bands)
+    else:
+        predictor = predictor_codec(page, layout, dtype, endian, source)
+        if predictor is not None:
+            chain.array_array.append(predictor)
+        chain.array_bytes = BytesCodec(endian=endian if dtype.itemsize > 1 else None)
+    chain.bytes_bytes = list(decompressors)
+    if int(page.fillorder) == 2:
+        chain.bytes_bytes.append(TiffBitorderCodec())
+    return chain
+
+
+__all__ = [
+    "IMAGE_COMPRESSIONS",
+    "CodecChain",
+    "codec_chain",
+    "is_image_compression",
+    "compression_codecs",
+    "jpeg_colorspaces",
+    "pin_imagecodecs_implementations",
+    "predictor_codec",
+    "register_tiff_codecs",
+    "transpose_for",
+]

@@ -1,0 +1,201 @@
+"""GeoTIFF georeferencing mapped to rioxarray-style coordinates and a ``spatial_ref`` variable.
+
+* The affine transform comes from ModelPixelScale (33550) + one ModelTiepoint (33922), or
+  from ModelTransformation (34264). With ``GTRasterTypeGeoKey = PixelIsPoint`` the
+  tiepoint locates a pixel centre, so the corner-based transform is shifted by half a
+  pixel, as GDAL does.
+* An axis-aligned transform gives 1-d ``x``/``y`` coordinates of pixel centres, computed
+  as rasterio/rioxarray compute them (``transform * (i + 0.5, 0.5)``). A rotated or sheared
+  transform, or ground control points (several tiepoints), give no ``x``/``y``: the tags
+  are kept as attributes of ``spatial_ref``.
+* The GeoKeys are attributes of ``spatial_ref``. When pyproj is installed and the keys
+  name an EPSG coordinate reference system, ``crs_wkt`` (and ``spatial_ref``, as GDAL and
+  rioxarray write it) hold its WKT; user-defined systems keep only the GeoKeys.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tifffile import TiffPage
+
+MODEL_PIXEL_SCALE = 33550
+MODEL_TIEPOINT = 33922
+MODEL_TRANSFORMATION = 34264
+GEO_KEY_DIRECTORY = 34735
+
+PIXEL_IS_POINT = 2
+USER_DEFINED = 32767
+
+Affine = tuple[float, float, float, float, float, float]  # a, b, c, d, e, f (rasterio order)
+
+
+@dataclass
+class Georeference:
+    """What one IFD's geo tags say, in the forms the dataset needs."""
+
+    transform: Affine | None = None
+    geokeys: dict[str, Any] = field(default_factory=dict)
+    tag_attributes: dict[str, Any] = field(default_factory=dict)
+    crs_wkt: str | None = None
+
+    @property
+    def axis_aligned(self) -> bool:
+        return self.transform is not None and self.transform[1] == 0 and self.transform[3] == 0
+
+    @property
+    def is_georeferenced(self) -> bool:
+        return bool(self.geokeys) or self.transform is not None
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return int(value.value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return value
+
+
+def _float_list(page: TiffPage, code: int) -> list[float] | None:
+    tag = page.tags.get(code)
+    if tag is None or tag.value is None:
+        return None
+    return [float(v) for v in np.asarray(tag.value, dtype=np.float64).ravel()]
+
+
+def geokeys_of(page: TiffPage) -> dict[str, Any]:
+    """GeoKeyDirectory entries by name (enums as their integer codes)."""
+    if GEO_KEY_DIRECTORY not in page.tags:
+        return {}
+    keys = page.geotiff_tags or {}
+    skip = {"ModelPixelScale", "ModelTiepoint", "ModelTransformation", "IntergraphMatrix"}
+    return {name: _json_value(v) for name, v in keys.items() if name not in skip}
+
+
+def transform_from_tags(page: TiffPage, pixel_is_point: bool) -> Affine | None:
+    """The pixel-corner affine transform, or None (no tags, or ground control points)."""
+    matrix = _float_list(page, MODEL_TRANSFORMATION)
+    if matrix is not None and len(matrix) >= 8:
+        a, b, c, d, e, f = matrix[0], matrix[1], matrix[3], matrix[4], matrix[5], matrix[7]
+    else:
+        scale = _float_list(page, MODEL_PIXEL_SCALE)
+        tiepoints = _float_list(page, MODEL_TIEPOINT)
+        if scale is None or tiepoints is None or len(tiepoints) != 6 or len(scale) < 2:
+            return None
+        i, j, _, x, y, _ = tiepoints
+        a, b, d, e = scale[0], 0.0, 0.0, -scale[1]
+        c, f = x - i * a, y - j * e
+    if pixel_is_point:
+        c, f = c - (a + b) / 2, f - (d + e) / 2
+    return (a, b, c, d, e, f)
+
+
+@functools.lru_cache(maxsize=256)
+def _epsg_wkt(code: int) -> str | None:
+    try:
+        from pyproj import CRS
+    except ImportError:
+        return None
+    try:
+        return str(CRS.from_epsg(code).to_wkt())
+    except Exception:
+        return None
+
+
+def _crs_wkt(geokeys: dict[str, Any]) -> str | None:
+    """WKT of an EPSG-coded CRS named by the GeoKeys (None without pyproj or code)."""
+    model = geokeys.get("GTModelTypeGeoKey")
+    order: tuple[str, ...] = ("ProjectedCSTypeGeoKey", "GeographicTypeGeoKey")
+    if model == 2:
+        order = ("GeographicTypeGeoKey",)
+    for key in order:
+        code = geokeys.get(key)
+        if isinstance(code, int) and 0 < code < USER_DEFINED:
+            return _epsg_wkt(code)
+    return None
+
+
+def georeference(page: TiffPage) -> Georeference:
+    """Transform, GeoKeys and CRS of one IFD."""
+    geokeys = geokeys_of(page)
+    pixel_is_point = geokeys.get("GTRasterTypeGeoKey") == PIXEL_IS_POINT
+    result = Georeference(geokeys=geokeys, transform=transform_from_tags(page, pixel_is_point))
+    for code, name in (
+        (MODEL_PIXEL_SCALE, "ModelPixelScale"),
+        (MODEL_TIEPOINT, "ModelTiepoint"),
+        (MODEL_TRANSFORMATION, "ModelTransformation"),
+    ):
+        values = _float_list(page, code)
+        if values is not None:
+            result.tag_attributes[name] = values
+    if geokeys:
+        result.crs_wkt = _crs_wkt(geokeys)
+    return result
+
+
+def pixel_centres(transform: Affine, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """x and y of pixel centres, with rasterio/rioxarray's floating-point operations.
+
+    rioxarray composes the transform with a half-pixel translation and applies it to the
+    pixel indices; the same operations in the same order give bit-identical coordinates.
+    """
+    a, b, c, d, e, f = transform
+    centre_c = a * 0.5 + b * 0.5 + c
+    centre_f = d * 0.5 + e * 0.5 + f
+    x = np.arange(width) * a + np.zeros(width) * b + centre_c
+    y = np.zeros(height) * d + np.arange(height) * e + centre_f
+    return x.astype(np.float64), y.astype(np.float64)
+
+
+def scaled_transform(
+    transform: Affine, full_size: tuple[int, int], reduced_size: tuple[int, int]
+) -> Affine:
+    """The transform of a reduced-resolution image covering the same extent (GDAL's rule:
+    pixel size times the ratio of the image sizes)."""
+    a, b, c, d, e, f = transform
+    x_ratio = full_size[1] / reduced_size[1]
+    y_ratio = full_size[0] / reduced_size[0]
+    return (a * x_ratio, b * y_ratio, c, d * x_ratio, e * y_ratio, f)
+
+
+def gdal_geotransform(transform: Affine) -> str:
+    """GDAL's GeoTransform string ``"c a b f d e"`` (as rioxarray writes it)."""
+    a, b, c, d, e, f = transform
+    return " ".join(repr(float(v)) for v in (c, a, b, f, d, e))
+
+
+def spatial_ref_attributes(geo: Georeference) -> dict[str, Any]:
+    """Attributes of the ``spatial_ref`` variable."""
+    attrs: dict[str, Any] = dict(geo.geokeys)
+    attrs.update(geo.tag_attributes)
+    if geo.crs_wkt is not None:
+        attrs["crs_wkt"] = geo.crs_wkt
+        attrs["spatial_ref"] = geo.crs_wkt
+    if geo.transform is not None:
+        attrs["GeoTransform"] = gdal_geotransform(geo.transform)
+    return attrs
+
+
+__all__ = [
+    "Affine",
+    "Georeference",
+    "gdal_geotransform",
+    "geokeys_of",
+    "georeference",
+    "pixel_centres",
+    "scaled_transform",
+    "spatial_ref_attributes",
+    "transform_from_tags",
+]

@@ -1,0 +1,518 @@
+"""The TIFF/GeoTIFF parser: ``TIFFParser()(url, registry) -> ManifestStore``.
+
+Only the header is read (IFDs and tag arrays, through :class:`virtualizarr_fill.io.StoreFile`,
+usually in one request); the data stays where it is and the manifest points at it.
+
+The dataset of one image looks like rioxarray's (``xr.open_dataset(path,
+engine="rasterio")``): ``band_data`` with dimensions ``(band, y, x)``, coordinates
+``band`` (1..N), ``x``/``y`` (pixel centres, when the image has an axis-aligned
+georeference) and ``spatial_ref`` (GeoKeys, CRS WKT and GeoTransform). Coordinates are
+small arrays held in the manifest itself (inlined chunks), so they load without touching
+the file.
+
+Which images:
+
+* by default the store holds the first full-resolution image (or the IFD ``ifd=N``);
+* ``tree=True`` builds a hierarchy for :func:`virtualizarr.open_virtual_datatree`: an empty
+  root and one sibling group per image (``image``, ``overview_1``..., ``mask``,
+  ``mask_overview_1``..., ``page_1``..., ``subifd_0_1``...). Siblings, because xarray's
+  DataTree requires a child's dimensions to align with its parent's, which images of
+  different sizes cannot;
+* ``stack_pages=True`` stacks the file's full-resolution pages (same shape, data type and
+  codecs) along a new leading ``page`` dimension.
+
+Every image array built is recorded with :func:`virtualizarr_fill.report.record_array`
+(edge handling, how the strips or tiles were judged, fill decisions), named
+``band_data``, ``<group>/band_data`` (``tree=True``) or ``band_data[page=N]``
+(``stack_pages=True``); the CLI's ``inspect`` shows these records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import functools
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import tifffile
+from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
+from zarr.codecs import BytesCodec
+from zarr.core.metadata.v3 import (
+    ArrayV3Metadata,
+    RegularChunkGridMetadata,
+)
+from zarr.dtype import parse_data_type
+
+from virtualizarr_fill._vz_adapter import install as install_vz_adapter
+from virtualizarr_fill.errors import (
+    CorruptFileError,
+    NotATiffError,
+    UnsupportedFeatureError,
+)
+from virtualizarr_fill.grid import edge_handling_of
+from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
+from virtualizarr_fill.report import ArrayReport, record_array
+from virtualizarr_fill.tiff import codecs_map, geo, metadata, segments, tags
+
+if TYPE_CHECKING:
+    from obspec_utils.registry import ObjectStoreRegistry
+    from tifffile import TiffFile, TiffPage
+
+DATA_VARIABLE = "band_data"
+SPATIAL_REF = "spatial_ref"
+CHUNK_KEY_ENCODING = {"name": "default", "configuration": {"separator": "/"}}
+
+
+@dataclass(frozen=True)
+class TIFFParser:
+    """VirtualiZarr parser for TIFF, BigTIFF and GeoTIFF files (picklable).
+
+    Parameters
+    ----------
+    ifd
+        Index of the IFD (in the main IFD chain) to expose; default: the first image that
+        is neither an overview nor a mask.
+    tree
+        Build one group per image (overviews, masks, SubIFDs, further pages) for
+        :func:`virtualizarr.open_virtual_datatree`; see the module docstring.
+    stack_pages
+        Stack all full-resolution pages along a new ``page`` dimension.
+    on_out_of_range
+        A nodata value the data type cannot hold (e.g. -10000 on uint8): ``"raise"``
+        (default) a :class:`~virtualizarr_fill.errors.FillValueError`, or ``"warn"`` and
+        drop it so the file stays readable.
+    probe_last_strip
+        For compressed strips whose last strip may be padded, read and decompress the last
+        strip (one request) and use a regular grid when it is padded, instead of a
+        rectilinear grid with truncation (no request). See
+        :mod:`virtualizarr_fill.tiff.segments`.
+    first_request
+        Bytes fetched by the first request (the header usually lies within them).
+    """
+
+    ifd: int | None = None
+    tree: bool = False
+    stack_pages: bool = False
+    on_out_of_range: Literal["raise", "warn"] = "raise"
+    probe_last_strip: bool = False
+    first_request: int = DEFAULT_FIRST_REQUEST
+
+    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        url = normalize_url(url)
+        store, path = registry.resolve(url)
+        reader = StoreFile(store, path, first_request=self.first_request)
+        return ManifestStore(group=self.parse(url, reader), registry=registry)
+
+    def parse(self, url: str, reader: StoreFile) -> ManifestGroup:
+        """The manifest group of the TIFF read through ``reader`` (``url`` names the chunks)."""
+        with _quiet_tifffile():
+            return self._parse(url, reader)
+
+    def _parse(self, url: str, reader: StoreFile) -> ManifestGroup:
+        tif = _open_tiff(reader, url)
+        with tif:
+            file_size = reader.size
+            context = _Context(url=url, reader=reader, file_size=file_size, options=self)
+            if self.tree:
+                return _tree_group(tif, context)
+            if self.stack_pages:
+                return _stacked_group(tif, context)
+            page = _select_page(tif, self.ifd, url)
+            return _image_group(page, context, source=_source(url, page))
+
+
+@dataclass(frozen=True)
+class _Context:
+    url: str
+    reader: StoreFile
+    file_size: int
+    options: TIFFParser
+
+
+def _source(url: str, page: TiffPage) -> str:
+    return f"{url} (IFD {page.index})" if page.index else url
+
+
+@contextlib.contextmanager
+def _quiet_tifffile() -> Iterator[None]:
+    """Silence tifffile's log messages about tag values (e.g. a GDAL_NODATA the data type
+    cannot hold): the parser reports such problems itself, naming the file."""
+    logger = logging.getLogger("tifffile")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _open_tiff(reader: StoreFile, url: str) -> TiffFile:
+    try:
+        return tifffile.TiffFile(reader, name=url.rsplit("/", 1)[-1])  # type: ignore[arg-type]
+    except tifffile.TiffFileError as error:
+        head = reader.read_range(0, 4)
+        if head[:2] not in (b"II", b"MM"):
+            raise NotATiffError(f"{url}: not a TIFF file ({error})") from None
+        raise CorruptFileError(f"{url}: unreadable TIFF header ({error})") from None
+
+
+def _is_main_image(page: TiffPage) -> bool:
+    return not (page.is_reduced or page.is_mask)
+
+
+def _main_pages(tif: TiffFile) -> list[TiffPage]:
+    pages = []
+    for page in tif.pages:
+        page = _as_page(page)
+        if _is_main_image(page):
+            pages.append(page)
+    return pages
+
+
+def _as_page(page: Any) -> TiffPage:
+    if isinstance(page, tifffile.TiffFrame):
+        return page.aspage()  # type: ignore[no-any-return]
+    return page  # type: ignore[no-any-return]
+
+
+def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
+    if ifd is not None:
+        if not 0 <= ifd < len(tif.pages):
+            raise UnsupportedFeatureError(
+                f"{url}: IFD {ifd} does not exist (the file has {len(tif.pages)} IFDs)"
+            )
+        return _as_page(tif.pages[ifd])
+    first = _as_page(tif.pages.first)
+    if _is_main_image(first):
+        return first
+    for page in _main_pages(tif):
+        return page
+    return first
+
+
+# -- one image -----------------------------------------------------------------------------
+
+
+def _image_array(
+    page: TiffPage,
+    context: _Context,
+    source: str,
+    extra_attributes: dict[str, Any],
+    name: str = DATA_VARIABLE,
+) -> ManifestArray:
+    """``band_data`` of one IFD; ``name`` labels it in the parse report."""
+    endian = "little" if page.parent.byteorder == "<" else "big"
+    sample = tags.sample_type(page, source, image_codec=codecs_map.is_image_compression(page))
+    dtype = sample.dtype
+    layout = tags.segment_layout(page, source)
+    if page.is_subsampled and int(page.compression) not in codecs_map.JPEG_FAMILY:
+        raise UnsupportedFeatureError(f"{source}: chroma-subsampled YCbCr without JPEG compression")
+    chain = codecs_map.codec_chain(
+        page,
+        layout,
+        dtype,
+        endian,  # type: ignore[arg-type]
+        source,
+        packed_bits=sample.bits if sample.packed else None,
+    )
+    decision = segments.decide_grid(
+        page,
+        layout,
+        chain,
+        dtype.itemsize,
+        context.reader.read_range,
+        source,
+        probe_last_strip=context.options.probe_last_strip,
+    )
+    manifest = segments.chunk_manifest(page, layout, context.url, context.file_size, source)
+    attrs = metadata.array_attributes(
+        page, dtype, layout.samples, source, on_out_of_range=context.options.on_out_of_range
+    )
+    array_metadata = ArrayV3Metadata(
+        shape=layout.shape,
+        data_type=zarr_data_type(dtype),
+        chunk_grid=decision.chunk_grid,
+        chunk_key_encoding=CHUNK_KEY_ENCODING,  # type: ignore[arg-type]
+        fill_value=attrs.fill.fill_value,
+        codecs=decision.codecs,  # type: ignore[arg-type]
+        attributes={**attrs.attributes, **extra_attributes},
+        dimension_names=("band", "y", "x"),
+        storage_transformers=None,
+    )
+    record_array(
+        ArrayReport(
+            url=context.url,
+            name=name,
+            edge_handling=edge_handling_of(decision.codecs).name.lower(),
+            padding_notes=(_padding_note(page, layout, decision),),
+            fill_notes=attrs.fill.notes,
+        )
+    )
+    return manifest_array(array_metadata, manifest)
+
+
+def _padding_note(
+    page: TiffPage, layout: tags.SegmentLayout, decision: segments.GridDecision
+) -> str:
+    """How the IFD's segments tile the image, and the grid decision with its reason."""
+    _, rows, cols = layout.chunk_shape
+    height, width = layout.shape[1:]
+    ifd = f"IFD {page.index}: "
+    if layout.tiled:
+        overhang = height % rows or width % cols
+        how = "edge tiles overhang the image" if overhang else "tiles divide the image"
+        return (
+            f"{ifd}{rows}x{cols} tiles over {height}x{width} pixels, stored full size "
+            f"({how}): regular grid"
+        )
+    last = layout.last_strip_rows
+    return (
+        f"{ifd}strips of {rows} rows over {height} rows, the last holding {last}: {decision.reason}"
+    )
+
+
+def _image_group(
+    page: TiffPage,
+    context: _Context,
+    *,
+    source: str,
+    ifd: int | list[int] | None = None,
+    parent: TiffPage | None = None,
+    report_name: str = DATA_VARIABLE,
+) -> ManifestGroup:
+    """The group of one image; ``parent`` georeferences overviews and masks."""
+    georef = _georeference(page, parent)
+    band_data = _image_array(
+        page, context, source, _grid_mapping_attributes(georef), name=report_name
+    )
+    arrays = {DATA_VARIABLE: band_data, **_coordinate_arrays(georef, band_data.shape)}
+    attributes = _group_attributes(georef, page.index if ifd is None else ifd)
+    return ManifestGroup(arrays=arrays, attributes=attributes)
+
+
+def _group_attributes(georef: geo.Georeference, ifd: Any) -> dict[str, Any]:
+    # SubIFDs are addressed by a path of indices (IFD, SubIFD).
+    attrs: dict[str, Any] = {
+        "tiff_ifd": int(ifd) if isinstance(ifd, int) else [int(i) for i in ifd]
+    }
+    raster_type = georef.geokeys.get("GTRasterTypeGeoKey")
+    if raster_type in (1, 2):
+        attrs["AREA_OR_POINT"] = "Point" if raster_type == geo.PIXEL_IS_POINT else "Area"
+    return attrs
+
+
+def _georeference(page: TiffPage, parent: TiffPage | None) -> geo.Georeference:
+    """The page's own georeference, or for an overview/mask without one, the parent's
+    scaled to the page's size (as GDAL georeferences overviews)."""
+    own = geo.georeference(page)
+    if own.is_georeferenced or parent is None:
+        return own
+    inherited = geo.georeference(parent)
+    if inherited.transform is not None:
+        inherited.transform = geo.scaled_transform(
+            inherited.transform,
+            (int(parent.imagelength), int(parent.imagewidth)),
+            (int(page.imagelength), int(page.imagewidth)),
+        )
+    inherited.tag_attributes = {}
+    return inherited
+
+
+def _grid_mapping_attributes(georef: geo.Georeference) -> dict[str, Any]:
+    """``band_data`` attributes naming ``spatial_ref`` (CF grid mapping and coordinate)."""
+    if not georef.is_georeferenced:
+        return {}
+    return {"grid_mapping": SPATIAL_REF, "coordinates": SPATIAL_REF}
+
+
+def _coordinate_arrays(
+    georef: geo.Georeference, shape: tuple[int, ...]
+) -> dict[str, ManifestArray]:
+    """Inlined ``band``, ``x``, ``y`` and ``spatial_ref`` arrays for an image of ``shape``."""
+    bands, height, width = shape[-3:]
+    arrays: dict[str, ManifestArray] = {}
+    arrays["band"] = inlined_array(np.arange(1, bands + 1, dtype=np.int64), ("band",))
+    if georef.transform is not None and georef.axis_aligned:
+        x, y = geo.pixel_centres(georef.transform, height, width)
+        arrays["x"] = inlined_array(x, ("x",))
+        arrays["y"] = inlined_array(y, ("y",))
+    if georef.is_georeferenced:
+        arrays[SPATIAL_REF] = inlined_array(
+            np.array(0, dtype=np.int64), (), attributes=geo.spatial_ref_attributes(georef)
+        )
+    return arrays
+
+
+# -- several images --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _NamedImage:
+    name: str
+    page: TiffPage
+    ifd: int | list[int]
+    parent: TiffPage | None
+
+
+def _tree_group(tif: TiffFile, context: _Context) -> ManifestGroup:
+    groups: dict[str, ManifestGroup] = {}
+    for image in _named_images(tif):
+        groups[image.name] = _image_group(
+            image.page,
+            context,
+            source=_source(context.url, image.page),
+            ifd=image.ifd,
+            parent=image.parent,
+            report_name=f"{image.name}/{DATA_VARIABLE}",
+        )
+    return ManifestGroup(groups=groups, attributes={})
+
+
+def _named_images(tif: TiffFile) -> list[_NamedImage]:
+    """Every image of the file with a group name describing its role.
+
+    Overviews and masks follow the full-resolution image they belong to (COG order);
+    SubIFDs are named after the image that holds them.
+    """
+    named: list[_NamedImage] = []
+    main_count = 0
+    base = "image"
+    main: TiffPage | None = None
+    overview = mask_overview = 0
+    for index, raw in enumerate(tif.pages):
+        page = _as_page(raw)
+        parent = main
+        if _is_main_image(page):
+            base = "image" if main_count == 0 else f"page_{main_count}"
+            main_count += 1
+            overview = mask_overview = 0
+            name, main, parent = base, page, None
+        elif page.is_mask and page.is_reduced:
+            mask_overview += 1
+            name = f"{_prefix(base)}mask_overview_{mask_overview}"
+        elif page.is_mask:
+            name = f"{_prefix(base)}mask"
+        else:
+            overview += 1
+            name = f"{_prefix(base)}overview_{overview}"
+        named.append(_NamedImage(name, page, index, parent))
+        for number, sub in enumerate(page.pages or ()):  # SubIFDs
+            named.append(
+                _NamedImage(f"{name}_subifd_{number}", _as_page(sub), [index, number], page)
+            )
+    return named
+
+
+def _prefix(base: str) -> str:
+    return "" if base == "image" else f"{base}_"
+
+
+def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
+    """Full-resolution pages stacked along a new leading ``page`` dimension."""
+    pages = _main_pages(tif)
+    georef = _georeference(pages[0], None)
+    grid_mapping = _grid_mapping_attributes(georef)
+    arrays = [
+        _image_array(
+            page,
+            context,
+            _source(context.url, page),
+            grid_mapping,
+            name=f"{DATA_VARIABLE}[page={number}]",
+        )
+        for number, page in enumerate(pages)
+    ]
+    install_vz_adapter()  # stacking rectilinear arrays and shifting transposes
+    try:
+        stacked: ManifestArray = np.stack(arrays, axis=0)  # type: ignore[call-overload,assignment]
+    except (ValueError, NotImplementedError) as error:
+        raise UnsupportedFeatureError(
+            f"{context.url}: pages differ in shape, data type, codecs, chunking or fill "
+            f"value and cannot be stacked ({error})"
+        ) from None
+    stacked_metadata = dataclasses.replace(
+        stacked.metadata, dimension_names=("page", "band", "y", "x")
+    )
+    band_data = manifest_array(stacked_metadata, stacked.manifest)
+    arrays_out = {DATA_VARIABLE: band_data, **_coordinate_arrays(georef, band_data.shape)}
+    arrays_out["page"] = inlined_array(np.arange(len(arrays), dtype=np.int64), ("page",))
+    return ManifestGroup(arrays=arrays_out, attributes=_group_attributes(georef, pages[0].index))
+
+
+# -- manifest arrays ------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _inlined_template(dtype: np.dtype, ndim: int) -> ArrayV3Metadata:
+    """Validated metadata of a one-chunk little-endian array (shape all ones)."""
+    shape = (1,) * ndim
+    return ArrayV3Metadata(
+        shape=shape,
+        data_type=zarr_data_type(dtype),
+        chunk_grid=RegularChunkGridMetadata(chunk_shape=shape),
+        chunk_key_encoding=CHUNK_KEY_ENCODING,  # type: ignore[arg-type]
+        fill_value=0,
+        codecs=[BytesCodec(endian="little")],
+        attributes={},
+        dimension_names=("_",) * ndim,
+        storage_transformers=None,
+    )
+
+
+def _inlined_metadata(
+    dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...], attributes: dict[str, Any]
+) -> ArrayV3Metadata:
+    """Metadata of a one-chunk array, from a cached template.
+
+    Building ArrayV3Metadata validates and evolves the codecs (a large part of the parse
+    time of a small file); a one-chunk array with only the ``bytes`` codec differs from
+    its template in shape, chunk shape, dimension names and attributes alone, none of
+    which that validation depends on.
+    """
+    metadata = copy.copy(_inlined_template(dtype, len(shape)))
+    object.__setattr__(metadata, "shape", shape)
+    object.__setattr__(metadata, "chunk_grid", RegularChunkGridMetadata(chunk_shape=shape))
+    object.__setattr__(metadata, "dimension_names", dims)
+    object.__setattr__(metadata, "attributes", dict(attributes))
+    return metadata
+
+
+def inlined_array(
+    values: np.ndarray, dims: tuple[str, ...], *, attributes: dict[str, Any] | None = None
+) -> ManifestArray:
+    """A one-chunk array whose bytes live in the manifest (loads without file access)."""
+    values = np.array(values, dtype=values.dtype.newbyteorder("<"), order="C")
+    native = values.dtype.newbyteorder("=")
+    array_metadata = _inlined_metadata(native, values.shape, dims, attributes or {})
+    grid = (1,) * values.ndim
+    key = tuple(0 for _ in grid)
+    manifest = ChunkManifest.from_arrays(
+        paths=np.full(grid, INLINED_CHUNK_PATH, dtype=np.dtypes.StringDType()),
+        offsets=np.zeros(grid, dtype=np.uint64),
+        lengths=np.full(grid, values.nbytes, dtype=np.uint64),
+        validate_paths=False,
+        inlined={key: values.tobytes()},
+    )
+    return ManifestArray(metadata=array_metadata, chunkmanifest=manifest)
+
+
+@functools.lru_cache(maxsize=64)
+def zarr_data_type(dtype: np.dtype) -> Any:
+    """Zarr's data-type object for a NumPy dtype (zarr's own lookup is slow; cached)."""
+    return parse_data_type(dtype, zarr_format=3)
+
+
+def manifest_array(array_metadata: ArrayV3Metadata, manifest: ChunkManifest) -> ManifestArray:
+    """A ManifestArray for regular and rectilinear chunk grids (the latter via the adapter)."""
+    if not isinstance(array_metadata.chunk_grid, RegularChunkGridMetadata):
+        install_vz_adapter()
+    return ManifestArray(metadata=array_metadata, chunkmanifest=manifest)
+
+
+__all__ = ["DATA_VARIABLE", "SPATIAL_REF", "TIFFParser"]

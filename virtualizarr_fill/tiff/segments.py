@@ -1,0 +1,318 @@
+"""TIFF strips and tiles mapped to a chunk manifest and a chunk grid.
+
+Tiles are always stored full-size, so tiled images get a regular grid whose edge chunks
+overhang the image, exactly as Zarr stores edge chunks. Strips are the hard case: when
+ImageLength is not a multiple of RowsPerStrip the last strip holds fewer rows, and
+writers either store just those rows or pad the strip to RowsPerStrip rows. Both are
+valid TIFF. The grid and codecs are chosen as follows (cost in extra object-store
+requests after the header):
+
+* **uncompressed** strips: the last strip's byte count tells. Padded -> a regular grid
+  (readable by every Zarr reader); exactly the remaining rows -> a rectilinear grid whose
+  last edge is short; anything in between -> rectilinear + truncate. No extra request.
+* **compressed** strips (Deflate, LZW, PackBits, ZSTD, LZMA): whether the last strip is
+  padded is only known after decompressing it. Instead of reading it, the array gets a
+  rectilinear grid with a short last edge and a
+  :class:`~virtualizarr_fill.codecs.TruncateCodec` after the ``bytes`` codec: truncation
+  passes an unpadded strip through and trims a padded one, so it is correct either way.
+  No extra request. (``probe_last_strip=True`` on the parser decompresses the last strip
+  instead, one request, and gives a regular grid when it is padded.)
+* **image codecs** (JPEG, WebP, PNG, JPEG 2000, JPEG XL, LERC) decode whole images,
+  leaving no raw bytes to trim, so the decoded height of the last strip must be known:
+  the parser reads the last strip (for JPEG only its header) and decodes it. One request
+  unless the strip lies in the bytes already read for the header.
+
+Sparse segments (offset or byte count 0) are left out of the manifest and read as the
+array's fill value. Segments extending past the end of the file are refused.
+
+Not detected: image-codec *tiles* encoded at the clipped edge size instead of the full
+tile size (no known GDAL or libtiff writer does this); they fail when read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import imagecodecs
+import numpy as np
+from virtualizarr.manifests import ChunkManifest
+from zarr.core.metadata.v3 import RectilinearChunkGridMetadata, RegularChunkGridMetadata
+
+from virtualizarr_fill.codecs.tiff_packints import row_bytes
+from virtualizarr_fill.errors import CorruptFileError, UnsupportedFeatureError
+from virtualizarr_fill.grid import EdgeHandling, decide_edge_handling, insert_edge_codec
+from virtualizarr_fill.tiff import codecs_map
+
+if TYPE_CHECKING:
+    from tifffile import TiffPage
+    from zarr.abc.codec import BaseCodec
+
+    from virtualizarr_fill.tiff.codecs_map import CodecChain
+    from virtualizarr_fill.tiff.tags import SegmentLayout
+
+ChunkGridMetadata = RegularChunkGridMetadata | RectilinearChunkGridMetadata
+ReadRange = Callable[[int, int], bytes]
+
+
+@dataclass(frozen=True)
+class GridDecision:
+    """The chunk grid and final codec list of one IFD, with the reason for the choice."""
+
+    chunk_grid: ChunkGridMetadata
+    codecs: list[BaseCodec[Any, Any]]
+    reason: str
+
+
+def chunk_manifest(
+    page: TiffPage, layout: SegmentLayout, url: str, file_size: int, source: str
+) -> ChunkManifest:
+    """Chunk references from StripOffsets/TileOffsets and their byte counts."""
+    offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = np.asarray(page.databytecounts, dtype=np.uint64).reshape(layout.grid_shape)
+    sparse = (offsets == 0) | (lengths == 0)
+    ends = offsets + lengths
+    beyond = ~sparse & (ends > np.uint64(file_size))
+    if beyond.any():
+        index = tuple(int(i) for i in np.argwhere(beyond)[0])
+        raise CorruptFileError(
+            f"{source}: segment {index} ends at byte {int(ends[index])}, past the end of the "
+            f"{file_size}-byte file (truncated file?)"
+        )
+    paths = np.full(layout.grid_shape, url, dtype=np.dtypes.StringDType())
+    paths[sparse] = ""
+    offsets[sparse] = 0
+    lengths[sparse] = 0
+    return ChunkManifest.from_arrays(
+        paths=paths, offsets=offsets, lengths=lengths, validate_paths=False
+    )
+
+
+def _regular(layout: SegmentLayout) -> RegularChunkGridMetadata:
+    return RegularChunkGridMetadata(chunk_shape=layout.chunk_shape)
+
+
+def _short_last_strip(layout: SegmentLayout) -> RectilinearChunkGridMetadata:
+    bands, rows, cols = layout.chunk_shape
+    edges = (rows,) * (layout.grid_shape[1] - 1) + (layout.last_strip_rows,)
+    return RectilinearChunkGridMetadata(chunk_shapes=(bands, edges, cols))
+
+
+def _row_bytes(layout: SegmentLayout, itemsize: int, chain: CodecChain | None = None) -> int:
+    """Stored bytes of one row of a segment."""
+    packed = chain.packed if chain is not None else None
+    if packed is not None:
+        return row_bytes(packed.bitspersample, packed.runlen)
+    bands, _, cols = layout.chunk_shape
+    return bands * cols * itemsize
+
+
+def _last_strip_lengths(page: TiffPage, layout: SegmentLayout) -> list[int]:
+    lengths = np.asarray(page.databytecounts, dtype=np.int64).reshape(layout.grid_shape)
+    return [int(n) for n in lengths[:, -1, 0] if n > 0]
+
+
+def _check_uncompressed_lengths(
+    page: TiffPage, layout: SegmentLayout, itemsize: int, chain: CodecChain, source: str
+) -> None:
+    """Every stored strip/tile must hold at least its rows (else the file is damaged)."""
+    lengths = np.asarray(page.databytecounts, dtype=np.int64).reshape(layout.grid_shape)
+    full = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
+    if layout.tiled:
+        short = lengths[(lengths > 0) & (lengths < full)]
+        if short.size:
+            raise CorruptFileError(
+                f"{source}: uncompressed tile of {int(short[0])} bytes, expected {full}"
+            )
+        return
+    interior = lengths[:, :-1, :]
+    short = interior[(interior > 0) & (interior < full)]
+    if short.size:
+        raise CorruptFileError(
+            f"{source}: uncompressed strip of {int(short[0])} bytes, expected {full}"
+        )
+
+
+def _truncating(chain: CodecChain, layout: SegmentLayout) -> list[BaseCodec[Any, Any]]:
+    bands, _, cols = layout.chunk_shape
+    codecs = chain.codecs()
+    handling = decide_edge_handling(
+        codecs, (bands, layout.last_strip_rows, cols), layout.chunk_shape
+    )
+    if handling is not EdgeHandling.TRUNCATE:  # strips pad only along y: never crop
+        raise AssertionError(f"unexpected edge handling {handling} for a strip")
+    return list(insert_edge_codec(codecs, handling, layout.chunk_shape))  # type: ignore[arg-type]
+
+
+def jpeg_frame_rows(data: bytes) -> int | None:
+    """Image height from a JPEG stream's SOF marker (None when not in ``data``)."""
+    position = 2 if data[:2] == b"\xff\xd8" else 0
+    while position + 4 <= len(data):
+        if data[position] != 0xFF:
+            position += 1
+            continue
+        marker = data[position + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
+            position += 2 if marker != 0xFF else 1
+            continue
+        length = int.from_bytes(data[position + 2 : position + 4], "big")
+        is_sof = 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC)
+        if is_sof:
+            if position + 9 > len(data):
+                return None
+            return int.from_bytes(data[position + 5 : position + 7], "big")
+        if marker == 0xDA:  # start of scan: no frame header found before the data
+            return None
+        position += 2 + length
+    return None
+
+
+_IMAGE_DECODERS: dict[int, Callable[[bytes], Any]] = {
+    codecs_map.WEBP: imagecodecs.webp_decode,
+    codecs_map.WEBP_OLD: imagecodecs.webp_decode,
+    codecs_map.PNG: imagecodecs.png_decode,
+    codecs_map.LERC: imagecodecs.lerc_decode,
+    **{c: imagecodecs.jpeg2k_decode for c in codecs_map.JPEG2000},
+    **{c: imagecodecs.jpegxl_decode for c in codecs_map.JPEGXL},
+}
+
+
+def decoded_strip_rows(page: TiffPage, offset: int, length: int, read: ReadRange) -> int | None:
+    """Rows an image codec produces for the strip at ``offset`` (reads it)."""
+    compression = int(page.compression)
+    if compression in codecs_map.JPEG_FAMILY:
+        head = read(offset, min(length, 8192))
+        rows = jpeg_frame_rows(head)
+        if rows is None and length > len(head):
+            rows = jpeg_frame_rows(read(offset, length))
+        return rows
+    decoder = _IMAGE_DECODERS.get(compression)
+    if decoder is None:
+        return None
+    data: Any = read(offset, length)
+    if compression == codecs_map.LERC:
+        tag = page.tags.get(codecs_map.LERC_PARAMETERS_TAG)
+        extra = int(tag.value[1]) if tag is not None and len(tag.value) > 1 else 0
+        if extra == 1:
+            data = imagecodecs.zlib_decode(data)
+        elif extra == 2:
+            data = imagecodecs.zstd_decode(data)
+    return int(np.asarray(decoder(data)).shape[0])
+
+
+def _image_codec_grid(
+    page: TiffPage, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+) -> GridDecision:
+    offsets = np.asarray(page.dataoffsets, dtype=np.int64).reshape(layout.grid_shape)
+    lengths = np.asarray(page.databytecounts, dtype=np.int64).reshape(layout.grid_shape)
+    rows_seen = set()
+    for plane in range(layout.grid_shape[0]):
+        offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
+        if offset == 0 or length == 0:
+            continue
+        rows = decoded_strip_rows(page, offset, length, read)
+        rows_seen.add(rows)
+    full, short = layout.chunk_shape[1], layout.last_strip_rows
+    if rows_seen <= {full}:
+        return GridDecision(_regular(layout), chain.codecs(), "image codec: last strip padded")
+    if rows_seen == {short}:
+        return GridDecision(
+            _short_last_strip(layout), chain.codecs(), "image codec: last strip short"
+        )
+    raise UnsupportedFeatureError(
+        f"{source}: the last strip decodes to {sorted(map(str, rows_seen))} rows, neither the "
+        f"{short} rows left in the image nor RowsPerStrip={full}; an image codec cannot be "
+        "trimmed"
+    )
+
+
+def probe_last_strip_padded(
+    page: TiffPage, layout: SegmentLayout, chain: CodecChain, itemsize: int, read: ReadRange
+) -> bool:
+    """Decompress the last strip(s) and report whether they hold RowsPerStrip rows."""
+    full_bytes = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
+    offsets = np.asarray(page.dataoffsets, dtype=np.int64).reshape(layout.grid_shape)
+    lengths = np.asarray(page.databytecounts, dtype=np.int64).reshape(layout.grid_shape)
+    for plane in range(layout.grid_shape[0]):
+        offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
+        if offset == 0 or length == 0:
+            continue
+        data = read(offset, length)
+        for codec in reversed(chain.bytes_bytes):
+            data = _decompress_with(codec, data)
+        if len(data) < full_bytes:
+            return False
+    return True
+
+
+def _decompress_with(codec: BaseCodec[Any, Any], data: bytes) -> bytes:
+    name = codec.to_dict()["name"]
+    decoders: dict[str, Callable[[bytes], Any]] = {
+        "numcodecs.zlib": imagecodecs.zlib_decode,
+        "zstd": imagecodecs.zstd_decode,
+        "imagecodecs_lzw": imagecodecs.lzw_decode,
+        "imagecodecs_packbits": imagecodecs.packbits_decode,
+        "imagecodecs_lzma": imagecodecs.lzma_decode,
+        "virtualizarr_fill.tiff_bitorder": imagecodecs.bitorder_decode,
+    }
+    return bytes(decoders[str(name)](data))
+
+
+def decide_grid(
+    page: TiffPage,
+    layout: SegmentLayout,
+    chain: CodecChain,
+    itemsize: int,
+    read: ReadRange,
+    source: str,
+    *,
+    probe_last_strip: bool = False,
+) -> GridDecision:
+    """Chunk grid and codecs for one IFD (see the module docstring for the rules)."""
+    if not chain.is_compressed:
+        _check_uncompressed_lengths(page, layout, itemsize, chain, source)
+    if layout.tiled:
+        return GridDecision(_regular(layout), chain.codecs(), "tiles")
+    if layout.last_strip_rows == layout.chunk_shape[1]:
+        return GridDecision(_regular(layout), chain.codecs(), "strips divide the image")
+    if chain.is_image_codec:
+        return _image_codec_grid(page, layout, chain, read, source)
+    if not chain.is_compressed:
+        stored_row = _row_bytes(layout, itemsize, chain)
+        last = _last_strip_lengths(page, layout)
+        full = layout.chunk_shape[1] * stored_row
+        short = layout.last_strip_rows * stored_row
+        if all(n >= full for n in last):
+            return GridDecision(_regular(layout), chain.codecs(), "last strip padded")
+        if any(n < short for n in last):
+            raise CorruptFileError(
+                f"{source}: last strip holds {min(last)} bytes, fewer than the {short} bytes "
+                f"of its {layout.last_strip_rows} rows"
+            )
+        if all(n == short for n in last) or chain.packed is not None:
+            return GridDecision(_short_last_strip(layout), chain.codecs(), "last strip short")
+        return GridDecision(
+            _short_last_strip(layout), _truncating(chain, layout), "last strip over-long"
+        )
+    if probe_last_strip and probe_last_strip_padded(page, layout, chain, itemsize, read):
+        return GridDecision(_regular(layout), chain.codecs(), "last strip padded (decoded)")
+    if chain.packed is not None:
+        return GridDecision(
+            _short_last_strip(layout), chain.codecs(), "packed samples: codec trims rows"
+        )
+    return GridDecision(
+        _short_last_strip(layout),
+        _truncating(chain, layout),
+        "compressed strips: short last edge + truncate",
+    )
+
+
+__all__ = [
+    "GridDecision",
+    "chunk_manifest",
+    "decide_grid",
+    "decoded_strip_rows",
+    "jpeg_frame_rows",
+    "probe_last_strip_padded",
+]
