@@ -30,6 +30,7 @@ from virtualizarr_fill.errors import (  # noqa: E402
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
+from virtualizarr_fill.hdf5 import HDF5Parser  # noqa: E402
 from virtualizarr_fill.tiff import TIFFParser  # noqa: E402
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "CorruptFileError",
     "CropCodec",
     "FillValueError",
+    "HDF5Parser",
     "IncompatibleArraysError",
     "NotATiffError",
     "NotHDF5Error",

@@ -1,0 +1,83 @@
+"""HDF5 shuffle filter (id 2) for buffers that are not whole elements.
+
+HDF5's shuffle filter transposes the bytes of ``nbytes // elementsize`` elements and
+copies the remaining ``nbytes % elementsize`` bytes unchanged. When shuffle runs on the
+raw chunk (its usual place, first in the pipeline) the remainder is always empty and
+zarr's ``numcodecs.shuffle`` is used. Files that shuffle *after* a filter that changes
+the length (after deflate or fletcher32, which real writers do) need the remainder
+rule, which numcodecs refuses; this codec implements exactly HDF5's rule.
+
+JSON form: ``{"name": "virtualizarr_fill.hdf5_shuffle", "configuration": {"elementsize": 4}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from zarr.abc.codec import BytesBytesCodec
+from zarr.core.common import JSON, parse_named_configuration
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
+
+HDF5_SHUFFLE_CODEC_NAME = "virtualizarr_fill.hdf5_shuffle"
+
+
+def unshuffle(data: bytes | memoryview, elementsize: int) -> bytes:
+    """Undo HDF5's byte shuffle (remainder bytes stay in place at the end)."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    whole = len(raw) - len(raw) % elementsize
+    out = raw.copy()
+    if elementsize > 1 and whole:
+        out[:whole] = raw[:whole].reshape(elementsize, -1).T.reshape(-1)
+    return out.tobytes()
+
+
+def shuffle(data: bytes | memoryview, elementsize: int) -> bytes:
+    """HDF5's byte shuffle (remainder bytes stay in place at the end)."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    whole = len(raw) - len(raw) % elementsize
+    out = raw.copy()
+    if elementsize > 1 and whole:
+        out[:whole] = raw[:whole].reshape(-1, elementsize).T.reshape(-1)
+    return out.tobytes()
+
+
+@dataclass(frozen=True)
+class HDF5ShuffleCodec(BytesBytesCodec):
+    """Byte shuffle with HDF5's handling of a trailing partial element."""
+
+    is_fixed_size = True
+    elementsize: int
+
+    def __init__(self, *, elementsize: int) -> None:
+        if int(elementsize) < 1:
+            raise ValueError(f"elementsize must be positive, got {elementsize}")
+        object.__setattr__(self, "elementsize", int(elementsize))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, JSON]) -> Self:
+        _, configuration = parse_named_configuration(data, HDF5_SHUFFLE_CODEC_NAME)
+        return cls(**configuration)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"name": HDF5_SHUFFLE_CODEC_NAME, "configuration": {"elementsize": self.elementsize}}
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        decoded = unshuffle(chunk_bytes.as_numpy_array().tobytes(), self.elementsize)
+        return chunk_spec.prototype.buffer.from_bytes(decoded)
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        encoded = shuffle(chunk_bytes.as_numpy_array().tobytes(), self.elementsize)
+        return chunk_spec.prototype.buffer.from_bytes(encoded)
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        return input_byte_length
+
+
+__all__ = ["HDF5_SHUFFLE_CODEC_NAME", "HDF5ShuffleCodec", "shuffle", "unshuffle"]

@@ -1,0 +1,680 @@
+"""One HDF5 dataset as one virtual Zarr array (:class:`ManifestArray`).
+
+Storage layouts:
+
+* **chunked** (every chunk index: B-tree v1/v2, fixed and paged fixed array,
+  extensible array, single chunk, implicit): one manifest entry per allocated chunk,
+  from h5py's ``chunk_iter``; unallocated chunks are absent and read as the fill value.
+  HDF5 stores edge chunks at full size, so the Zarr grid is the HDF5 chunk grid and
+  no truncation is needed for a single file.
+* **contiguous**: one chunk covering the array; never-written data has no chunk.
+* **compact**: the bytes live in the object header; they are read and inlined.
+* **external raw storage**: references into the external files when the segments
+  tile the array along its first axis.
+* **virtual**: see :mod:`virtualizarr_fill.hdf5.virtual`.
+
+A chunk whose stored bytes the codec chain cannot decode as they are is
+*materialised*: read through h5py (which honours the chunk's filter mask and the
+"don't filter partial edge chunks" option), re-encoded with the array's codecs and
+inlined. That covers chunks stored with some optional filter skipped, unfiltered
+partial edge chunks, and edge chunks whose padding h5netcdf shows as fill (a variable
+shorter than its unlimited dimension). Never is a chunk handed to a decoder it was
+not written with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import h5py
+import numpy as np
+from virtualizarr.manifests import ChunkManifest, ManifestArray
+from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.core.metadata.v3 import ArrayV3Metadata
+from zarr.core.sync import sync
+from zarr.dtype import ZDType, parse_data_type
+
+from virtualizarr_fill.fill.hdf5 import consolidate_hdf5_fill
+from virtualizarr_fill.hdf5 import _libhdf5
+from virtualizarr_fill.hdf5.attrs import FILL_ATTRIBUTES, convert_attributes
+from virtualizarr_fill.hdf5.dtypes import (
+    DtypePlan,
+    Storage,
+    UnsupportedDtypeError,
+    little_endian,
+    plan_dtype,
+)
+from virtualizarr_fill.hdf5.filters import (
+    FilterInfo,
+    UnsupportedFilterError,
+    filter_codecs,
+    read_pipeline,
+)
+from virtualizarr_fill.hdf5.urls import join_url
+
+RefusalKind = Literal[
+    "datatype", "filter", "layout", "dataspace", "size", "corrupt", "unreadable", "external"
+]
+
+
+class DatasetRefused(Exception):
+    """A dataset that cannot become a virtual array; ``kind`` groups the reasons."""
+
+    def __init__(self, kind: RefusalKind, reason: str) -> None:
+        super().__init__(reason)
+        self.kind: RefusalKind = kind
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ArrayContext:
+    """What building arrays needs to know about the file and the parser's options."""
+
+    url: str
+    file_size: int
+    on_fill_out_of_range: Literal["warn", "raise"]
+    max_inline_bytes: int
+    #: HEAD-like check that an object exists (external raw storage targets).
+    exists: Callable[[str], bool]
+    #: Open another HDF5 file of the session: (h5py file, size in bytes) (VDS sources).
+    open_file: Callable[[str], tuple[h5py.File, int]]
+    #: Largest chunk grid a manifest may have (a dense manifest costs ~40 bytes a chunk).
+    max_chunks: int = 1 << 24
+
+
+@dataclass(frozen=True)
+class Target:
+    """The array a dataset becomes: its netCDF shape and dimension names."""
+
+    shape: tuple[int, ...]
+    dimension_names: tuple[str, ...]
+
+
+# ---------------------------------------------------------------------------------
+# entry point
+
+
+def build_array(
+    dataset: h5py.Dataset,
+    target: Target,
+    context: ArrayContext,
+    raw_attributes: dict[str, Any] | None = None,
+) -> ManifestArray:
+    """Turn ``dataset`` into a :class:`ManifestArray`, or raise :class:`DatasetRefused`.
+
+    ``raw_attributes`` (from :func:`~virtualizarr_fill.hdf5.attrs.read_raw_attributes`)
+    saves reading the attributes again.
+    """
+    space = dataset.id.get_space()
+    if space.get_simple_extent_type() == h5py.h5s.NULL:
+        raise DatasetRefused("dataspace", "null dataspace (the dataset holds no elements)")
+    try:
+        plan = plan_dtype(dataset)
+    except UnsupportedDtypeError as exc:
+        raise DatasetRefused("datatype", f"unsupported datatype: {exc}") from None
+    dcpl = dataset.id.get_create_plist()
+    nbytes = math.prod(int(s) for s in dataset.shape) * dataset.dtype.itemsize
+    if nbytes >= 2**63:
+        # Larger than any file can hold: the dataspace message is garbage.
+        raise DatasetRefused("corrupt", f"implausible shape {dataset.shape} ({nbytes} bytes)")
+    json_attrs, typed = convert_attributes(
+        dataset, source=context.url, keep_typed=FILL_ATTRIBUTES, raw=raw_attributes
+    )
+    builder = _ArrayBuilder(dataset, dcpl, plan, target, context)
+    if dcpl.get_layout() == h5py.h5d.VIRTUAL:
+        return builder.build_virtual({**json_attrs, **typed})
+    return builder.build({**json_attrs, **typed})
+
+
+# ---------------------------------------------------------------------------------
+# helpers
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_zarr_dtype(dtype: np.dtype) -> ZDType[Any, Any]:
+    return parse_data_type(dtype, zarr_format=3)
+
+
+def _zarr_dtype(dtype: np.dtype) -> ZDType[Any, Any]:
+    # Resolving a NumPy dtype walks zarr's whole dtype registry: do it once per dtype.
+    try:
+        return _cached_zarr_dtype(dtype)
+    except TypeError:  # an unhashable dtype (metadata holding unhashable values)
+        return parse_data_type(dtype, zarr_format=3)
+
+
+def array_metadata(
+    *,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    chunks: tuple[int, ...],
+    fill_value: Any,
+    codecs: list[dict[str, Any]],
+    attributes: dict[str, Any],
+    dimension_names: tuple[str, ...],
+) -> ArrayV3Metadata:
+    """Zarr v3 metadata of a regular-grid array with the given codec chain."""
+    chain = list(codecs)
+    if dtype.kind == "T" and not chain:
+        chain = [{"name": "vlen-utf8", "configuration": {}}]
+    return ArrayV3Metadata(
+        shape=shape,
+        data_type=_zarr_dtype(dtype),
+        chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunks}},
+        chunk_key_encoding={"name": "default"},
+        fill_value=fill_value,
+        codecs=chain,
+        attributes=attributes,
+        dimension_names=dimension_names,
+        storage_transformers=None,
+    )
+
+
+def _clamped(shape: Sequence[int]) -> tuple[int, ...]:
+    # Zarr forbids zero-length chunk edges; HDF5 allows zero-length arrays.
+    return tuple(max(int(s), 1) for s in shape)
+
+
+def _grid_shape(shape: Sequence[int], chunks: Sequence[int]) -> tuple[int, ...]:
+    return tuple(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True))
+
+
+def _header_fill(dataset: h5py.Dataset, dcpl: h5py.h5p.PropDCID) -> Any:
+    """The header fill value as :func:`consolidate_hdf5_fill` expects it."""
+    try:
+        if dcpl.fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED:
+            return None
+        return dataset.fillvalue
+    except Exception:  # fill message of a type h5py cannot convert
+        return None
+
+
+def _max_encoded_size(nbytes: int) -> int:
+    """A generous bound on any HDF5 filter chain's output for ``nbytes`` of input.
+
+    Compressors expand incompressible data by well under 1% plus a small header (zlib,
+    bzip2, LZ4, Zstandard, Blosc; bitshuffle adds 4 bytes per 8 KiB block; fletcher32 4
+    bytes); an optional filter that fails leaves the data as is.
+    """
+    return nbytes + nbytes // 8 + 4096
+
+
+@functools.cache
+def _load_filter_plugins() -> None:
+    """Let h5py decode third-party filters (LZ4, bitshuffle, Blosc, Zstd, ...) when values
+    must be read at parse time; hdf5plugin is optional."""
+    with contextlib.suppress(ImportError):
+        import hdf5plugin  # noqa: F401
+
+
+class _ArrayBuilder:
+    def __init__(
+        self,
+        dataset: h5py.Dataset,
+        dcpl: h5py.h5p.PropDCID,
+        plan: DtypePlan,
+        target: Target,
+        context: ArrayContext,
+    ) -> None:
+        self.dataset = dataset
+        self.dcpl = dcpl
+        self.plan = plan
+        self.target = target
+        self.context = context
+        self.layout = dcpl.get_layout()
+        self.stored_shape = tuple(int(s) for s in dataset.shape)
+        self.shape = target.shape
+        self.name = dataset.name
+
+    # -- top level ---------------------------------------------------------------
+
+    def build(self, attributes: dict[str, Any]) -> ManifestArray:
+        materialise = self.plan.storage is Storage.MATERIALISE or self.layout == h5py.h5d.COMPACT
+        if materialise:
+            chunks = self._materialised_chunk_shape()
+            codecs = self._materialised_codecs()
+        else:
+            chunks = self._chunk_shape()
+            codecs = [self._bytes_codec(), *self._filter_codecs(chunks)]
+        grid = _grid_shape(self.shape, chunks)
+        if math.prod(grid) > self.context.max_chunks:
+            raise DatasetRefused(
+                "size",
+                f"a grid of {math.prod(grid)} chunks exceeds max_chunks={self.context.max_chunks}",
+            )
+        metadata_for = self._metadata_factory(attributes, chunks, codecs)
+        if materialise:
+            manifest_parts = self._materialised_manifest(chunks, grid)
+        elif self.layout == h5py.h5d.CHUNKED:
+            manifest_parts = self._chunked_manifest(chunks, grid)
+        elif self.layout == h5py.h5d.CONTIGUOUS:
+            manifest_parts = self._contiguous_manifest(chunks, grid)
+        else:
+            raise DatasetRefused("layout", f"unknown storage layout {self.layout}")
+        paths, offsets, lengths, pending = manifest_parts
+        stored = int(np.count_nonzero(lengths)) + len(pending)
+        metadata = metadata_for(stored < math.prod(grid))
+        inlined = self._encode_pending(metadata, chunks, pending)
+        for index, data in inlined.items():
+            paths[index] = INLINED_CHUNK_PATH
+            offsets[index] = 0
+            lengths[index] = len(data)
+        manifest = ChunkManifest.from_arrays(
+            paths=paths,  # type: ignore[arg-type]  # a StringDType array
+            offsets=offsets,
+            lengths=lengths,
+            validate_paths=False,
+            inlined=inlined,
+        )
+        return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+
+    def build_virtual(self, attributes: dict[str, Any]) -> ManifestArray:
+        """A virtual dataset (VDS): references into its source datasets."""
+        from virtualizarr_fill.hdf5.virtual import build_virtual_array
+
+        if self.plan.storage is not Storage.REFERENCE:
+            raise DatasetRefused(
+                "layout",
+                f"virtual dataset (VDS) of a type that must be materialised ({self.plan.reason})",
+            )
+
+        def finish(
+            chunks: tuple[int, ...], codecs: list[dict[str, Any]], manifest: ChunkManifest
+        ) -> ManifestArray:
+            stored = int(np.count_nonzero(manifest._lengths))
+            grid = _grid_shape(self.shape, chunks)
+            metadata = self._metadata_factory(attributes, chunks, codecs)(stored < math.prod(grid))
+            return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+
+        return build_virtual_array(self.dataset, self.dcpl, self.target, self.context, finish)
+
+    # -- codecs ------------------------------------------------------------------
+
+    def _bytes_codec(self) -> dict[str, Any]:
+        endian = self.plan.endian or "little"
+        return {"name": "bytes", "configuration": {"endian": endian}}
+
+    def _filter_codecs(self, chunks: Sequence[int]) -> list[dict[str, Any]]:
+        self.filters: list[FilterInfo] = read_pipeline(self.dcpl)
+        try:
+            return filter_codecs(self.filters, dtype=self.dataset.dtype, chunk_shape=chunks)
+        except UnsupportedFilterError as exc:
+            raise DatasetRefused("filter", str(exc)) from None
+
+    def _materialised_codecs(self) -> list[dict[str, Any]]:
+        if self.plan.is_string:
+            return []  # array_metadata adds vlen-utf8
+        return [{"name": "bytes", "configuration": {"endian": "little"}}]
+
+    def _metadata_factory(
+        self, attributes: dict[str, Any], chunks: tuple[int, ...], codecs: list[dict[str, Any]]
+    ) -> Callable[[bool], ArrayV3Metadata]:
+        def make(has_unallocated: bool) -> ArrayV3Metadata:
+            fill_dtype = self.dataset.dtype if self.plan.is_string else self.plan.dtype
+            decision = consolidate_hdf5_fill(
+                _header_fill(self.dataset, self.dcpl),
+                attributes,
+                fill_dtype,
+                source=self.context.url,
+                on_out_of_range=self.context.on_fill_out_of_range,
+                has_unallocated_chunks=has_unallocated,
+                dataset=self.name,
+            )
+            return array_metadata(
+                shape=self.shape,
+                dtype=self.plan.dtype,
+                chunks=chunks,
+                fill_value=decision.fill_value,
+                codecs=codecs,
+                attributes=decision.attributes,
+                dimension_names=self.target.dimension_names,
+            )
+
+        return make
+
+    # -- chunk shapes --------------------------------------------------------------
+
+    def _chunk_shape(self) -> tuple[int, ...]:
+        if self.layout == h5py.h5d.CHUNKED:
+            return tuple(int(c) for c in self.dataset.chunks)
+        if self.dcpl.get_external_count() > 0 and math.prod(self.stored_shape) > 0:
+            self._external = self._external_segments()
+            rows = self._external[0]
+            return _clamped((rows, *self.stored_shape[1:])) if self.stored_shape else ()
+        return _clamped(self.stored_shape)
+
+    def _materialised_chunk_shape(self) -> tuple[int, ...]:
+        if self.layout == h5py.h5d.CHUNKED and self.dataset.chunks is not None:
+            return tuple(int(c) for c in self.dataset.chunks)
+        return _clamped(self.shape)
+
+    # -- manifests -----------------------------------------------------------------
+
+    def _empty(self, grid: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        paths = np.full(grid, "", dtype=np.dtypes.StringDType())
+        offsets = np.zeros(grid, dtype=np.uint64)
+        lengths = np.zeros(grid, dtype=np.uint64)
+        return paths, offsets, lengths
+
+    def _chunked_manifest(
+        self, chunks: tuple[int, ...], grid: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
+        paths, offsets, lengths = self._empty(grid)
+        infos: list[Any] = []
+        dsid = self.dataset.id
+        try:
+            if hasattr(dsid, "chunk_iter"):
+                dsid.chunk_iter(infos.append)
+            else:
+                infos = [dsid.get_chunk_info(i) for i in range(dsid.get_num_chunks())]
+        except Exception as exc:  # corrupt chunk index
+            raise DatasetRefused("corrupt", f"chunk index unreadable ({exc})") from None
+        pending: list[tuple[int, ...]] = []
+        if not infos:
+            return paths, offsets, lengths, pending
+        n = len(infos)
+        ndim = len(chunks)
+        coords = np.array([info.chunk_offset for info in infos], dtype=np.int64).reshape(n, ndim)
+        byte_offsets = np.array([info.byte_offset for info in infos], dtype=np.uint64)
+        sizes = np.array([info.size for info in infos], dtype=np.uint64)
+        masks = np.array([info.filter_mask for info in infos], dtype=np.int64)
+        chunk_arr = np.array(chunks, dtype=np.int64)
+        indices = coords // chunk_arr if ndim else coords
+        if ndim and (np.any(coords % chunk_arr) or np.any(indices >= np.array(grid))):
+            raise DatasetRefused("corrupt", "chunk index lists chunks off the chunk grid")
+        ends = byte_offsets + sizes
+        if n and int(ends.max()) > self.context.file_size:
+            raise DatasetRefused(
+                "corrupt",
+                f"chunks extend to byte {int(ends.max())} past the end of the file "
+                f"({self.context.file_size} bytes): the file is truncated",
+            )
+        if len(np.unique(indices, axis=0)) != n:
+            raise DatasetRefused("corrupt", "chunk index lists the same chunk twice")
+        expected = math.prod(chunks) * self.dataset.dtype.itemsize
+        if not self.filters:
+            if np.any((sizes != expected) & (sizes != 0)):
+                raise DatasetRefused(
+                    "corrupt",
+                    f"unfiltered chunks stored with sizes other than their {expected} bytes",
+                )
+        elif int(sizes.max()) > _max_encoded_size(expected):
+            # No filter expands data this much: the chunk shape is not what was stored.
+            raise DatasetRefused(
+                "corrupt",
+                f"a stored chunk of {int(sizes.max())} bytes is larger than any encoding of "
+                f"a {expected}-byte chunk: the chunk shape does not match the stored chunks",
+            )
+        needs_rewrite = masks != 0
+        if ndim:
+            needs_rewrite |= self._edge_rewrites(coords, chunk_arr)
+        index_tuple = tuple(indices.T) if ndim else ()
+        paths[index_tuple] = self.context.url
+        offsets[index_tuple] = byte_offsets
+        lengths[index_tuple] = sizes
+        if np.any(sizes == 0):
+            zero = sizes == 0
+            # An allocated chunk of no bytes holds nothing to decode: treat as absent.
+            zero_index = tuple(indices[zero].T) if ndim else ()
+            paths[zero_index] = ""
+            needs_rewrite &= ~zero
+        for row in np.flatnonzero(needs_rewrite):
+            index = tuple(int(i) for i in indices[row])
+            pending.append(index)
+            paths[index] = ""
+            offsets[index] = 0
+            lengths[index] = 0
+        return paths, offsets, lengths, pending
+
+    def _edge_rewrites(self, coords: np.ndarray, chunk_arr: np.ndarray) -> np.ndarray:
+        """Chunks whose stored bytes cannot be decoded as they are (see module doc)."""
+        stored = np.array(self.stored_shape, dtype=np.int64)
+        partial = np.any(coords + chunk_arr > stored, axis=1)
+        rewrite = np.zeros(len(coords), dtype=bool)
+        if self.filters and partial.any():
+            options = _libhdf5.get_chunk_opts(self.dcpl)
+            if options is None:
+                raise DatasetRefused(
+                    "layout",
+                    "cannot tell whether partial edge chunks are filtered "
+                    "(H5Pget_chunk_opts unavailable)",
+                )
+            if options & _libhdf5.DONT_FILTER_PARTIAL_CHUNKS:
+                rewrite |= partial
+        padded = np.array(self.shape, dtype=np.int64) > stored
+        if padded.any():
+            # Padding of the last stored chunk becomes visible inside the netCDF shape.
+            reaches = (coords + chunk_arr > stored) & padded
+            rewrite |= np.any(reaches, axis=1)
+        return rewrite
+
+    def _contiguous_manifest(
+        self, chunks: tuple[int, ...], grid: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
+        paths, offsets, lengths = self._empty(grid)
+        pending: list[tuple[int, ...]] = []
+        if self.dcpl.get_external_count() > 0:
+            self._external_manifest(chunks, paths, offsets, lengths)
+            return paths, offsets, lengths, pending
+        offset = self.dataset.id.get_offset()
+        nbytes = math.prod(self.stored_shape) * self.dataset.dtype.itemsize
+        if offset is None or nbytes == 0:
+            return paths, offsets, lengths, pending  # never written: reads as fill
+        size = self.dataset.id.get_storage_size()
+        if size < nbytes:
+            raise DatasetRefused(
+                "corrupt", f"contiguous storage of {size} bytes holds less than {nbytes} bytes"
+            )
+        if offset + nbytes > self.context.file_size:
+            raise DatasetRefused(
+                "corrupt",
+                f"data ends at byte {offset + nbytes}, past the end of the file "
+                f"({self.context.file_size} bytes): the file is truncated",
+            )
+        index = (0,) * len(grid)
+        paths[index] = self.context.url
+        offsets[index] = offset
+        lengths[index] = nbytes
+        return paths, offsets, lengths, pending
+
+    def _external_segments(self) -> tuple[int, list[tuple[str, int, int]]]:
+        """External raw storage as (rows per segment, [(url, offset), ...]).
+
+        The segments of other files are concatenated in order; they are expressible as
+        references when one segment holds the whole array, or when every segment holds
+        the same whole number of rows (the last may hold more than the rest needs).
+        """
+        segments = [self.dcpl.get_external(i) for i in range(self.dcpl.get_external_count())]
+        itemsize = self.dataset.dtype.itemsize
+        nbytes = math.prod(self.stored_shape) * itemsize
+        rows_total = self.stored_shape[0] if self.stored_shape else 1
+        if len(segments) == 1 or not self.stored_shape:
+            name, offset, size = segments[0]
+            if size != h5py.h5f.UNLIMITED and size < nbytes:
+                raise DatasetRefused(
+                    "external",
+                    f"external raw segment of {size} bytes is shorter than the {nbytes}-byte array",
+                )
+            return max(rows_total, 1), [(self._external_url(name), int(offset), int(size))]
+        row_bytes = math.prod(self.stored_shape[1:]) * itemsize
+        sizes = [int(size) for _, _, size in segments]
+        first = sizes[0]
+        if row_bytes == 0 or first % row_bytes or any(s != first for s in sizes[:-1]):
+            raise DatasetRefused(
+                "external",
+                f"external raw storage segments of {sizes} bytes do not tile rows of "
+                f"{row_bytes} bytes",
+            )
+        rows = first // row_bytes
+        needed = math.ceil(rows_total / rows) if rows else 0
+        if rows == 0 or needed > len(segments):
+            raise DatasetRefused("external", "external raw storage segments are too short")
+        last_needed = (rows_total - rows * (needed - 1)) * row_bytes
+        if needed and sizes[needed - 1] != h5py.h5f.UNLIMITED and sizes[needed - 1] < last_needed:
+            raise DatasetRefused("external", "the last external raw segment is too short")
+        return rows, [(self._external_url(n), int(o), int(z)) for n, o, z in segments[:needed]]
+
+    def _external_manifest(
+        self,
+        chunks: tuple[int, ...],
+        paths: np.ndarray,
+        offsets: np.ndarray,
+        lengths: np.ndarray,
+    ) -> None:
+        if math.prod(self.stored_shape) == 0:
+            return
+        rows, segments = self._external
+        itemsize = self.dataset.dtype.itemsize
+        row_bytes = math.prod(self.stored_shape[1:]) * itemsize if self.stored_shape else itemsize
+        total_rows = self.stored_shape[0] if self.stored_shape else 1
+        for number, (url, offset, size) in enumerate(segments):
+            index = (number,) + (0,) * (paths.ndim - 1) if paths.ndim else ()
+            rows_here = min(rows, total_rows - number * rows)
+            if rows_here < rows and (size == h5py.h5f.UNLIMITED or size < rows * row_bytes):
+                # The codec chain decodes whole chunks; a short last one would not reshape.
+                raise DatasetRefused(
+                    "external", "the last external raw segment holds only part of a chunk"
+                )
+            paths[index] = url
+            offsets[index] = offset
+            lengths[index] = rows * row_bytes if paths.ndim else row_bytes
+
+    def _external_url(self, name: bytes | str) -> str:
+        text = name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name
+        url = join_url(self.context.url, text)
+        if not self.context.exists(url):
+            raise DatasetRefused(
+                "external", f"external raw storage file {text!r} not found (looked for {url})"
+            )
+        return url
+
+    def _materialised_manifest(
+        self, chunks: tuple[int, ...], grid: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
+        paths, offsets, lengths = self._empty(grid)
+        nbytes = math.prod(self.shape) * max(self.plan.dtype.itemsize, 1)
+        if self.plan.is_string:
+            nbytes = max(nbytes, self.dataset.id.get_storage_size())
+        if nbytes > self.context.max_inline_bytes:
+            what = self.plan.reason or "compact storage"
+            raise DatasetRefused(
+                "size",
+                f"{what} must be read and inlined, but {nbytes} bytes exceed "
+                f"max_inline_bytes={self.context.max_inline_bytes}",
+            )
+        if math.prod(self.stored_shape) == 0 or not self._has_storage():
+            return paths, offsets, lengths, []
+        pending = [tuple(int(i) for i in index) for index in np.ndindex(grid)]
+        return paths, offsets, lengths, pending
+
+    def _has_storage(self) -> bool:
+        if self.layout == h5py.h5d.COMPACT:
+            return True
+        try:
+            return self.dataset.id.get_storage_size() > 0
+        except Exception:
+            return True
+
+    # -- materialised chunks --------------------------------------------------------
+
+    def _read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+        _load_filter_plugins()
+        try:
+            if self.plan.is_string:
+                values = self.dataset.asstr()[region] if region else self.dataset.asstr()[()]
+                return np.asarray(values, dtype=object).astype(np.dtypes.StringDType())
+            values = self.dataset[region] if region else self.dataset[()]
+            return np.asarray(values).astype(self.plan.dtype)
+        except UnicodeDecodeError as exc:
+            raise DatasetRefused(
+                "datatype", f"variable-length strings that are not valid UTF-8 ({exc.reason})"
+            ) from None
+        except Exception as exc:  # e.g. a filter h5py cannot decode
+            raise DatasetRefused("unreadable", f"h5py cannot read it ({exc})") from None
+
+    def _chunk_values(
+        self, index: tuple[int, ...], chunks: tuple[int, ...], fill: Any
+    ) -> np.ndarray:
+        # ``fill`` is the array's fill value: the header fill, as HDF5 returns (and
+        # h5netcdf pads with) for unwritten elements.
+        out = np.full(chunks, fill, dtype=self.plan.dtype)
+        starts = [i * c for i, c in zip(index, chunks, strict=True)]
+        region = tuple(
+            slice(start, min(start + c, s))
+            for start, c, s in zip(starts, chunks, self.stored_shape, strict=True)
+        )
+        if any(r.start >= r.stop for r in region):
+            return out
+        values = self._read_region(region)
+        out[tuple(slice(0, r.stop - r.start) for r in region)] = values
+        return out
+
+    def _direct_encoder(self, metadata: ArrayV3Metadata) -> Callable[[np.ndarray], bytes] | None:
+        """Encoders for the two plain chains, avoiding a trip through zarr's event loop."""
+        names = [codec.to_dict()["name"] for codec in metadata.codecs]
+        if names == ["vlen-utf8"]:
+            from numcodecs.vlen import VLenUTF8
+
+            codec = VLenUTF8()
+            return lambda values: bytes(codec.encode(np.asarray(values, dtype=object)))
+        if names != ["bytes"] or self.plan.dtype.kind == "T":
+            return None
+        big = self.plan.endian == "big" and self.plan.storage is Storage.REFERENCE
+        big = big and self.layout != h5py.h5d.COMPACT
+        if big and self.plan.dtype.names is not None:
+            return None  # rare (unfiltered big-endian compound): zarr's own encoder
+
+        def encode(values: np.ndarray) -> bytes:
+            if values.dtype.names is not None:
+                values = values.astype(little_endian(values.dtype))  # zarr packs structs
+            elif values.dtype.itemsize > 1:
+                values = values.astype(values.dtype.newbyteorder(">" if big else "<"))
+            return np.ascontiguousarray(values).tobytes()
+
+        return encode
+
+    def _encode_pending(
+        self, metadata: ArrayV3Metadata, chunks: tuple[int, ...], pending: list[tuple[int, ...]]
+    ) -> dict[tuple[int, ...], bytes]:
+        if not pending:
+            return {}
+        direct = self._direct_encoder(metadata)
+        if direct is not None:
+            return {
+                index: direct(self._chunk_values(index, chunks, metadata.fill_value))
+                for index in pending
+            }
+        pipeline = BatchedCodecPipeline.from_codecs(metadata.codecs)
+        spec = ArraySpec(
+            shape=chunks,
+            dtype=metadata.data_type,
+            fill_value=metadata.fill_value,
+            config=ArrayConfig.from_dict({}),
+            prototype=default_buffer_prototype(),
+        )
+        nd_buffer = default_buffer_prototype().nd_buffer
+        batch = [
+            (
+                nd_buffer.from_numpy_array(self._chunk_values(index, chunks, metadata.fill_value)),
+                spec,
+            )
+            for index in pending
+        ]
+        encoded = sync(pipeline.encode(batch))
+        inlined = {}
+        for index, buffer in zip(pending, encoded, strict=True):
+            if buffer is None:
+                raise DatasetRefused("unreadable", "a chunk could not be re-encoded")
+            inlined[index] = buffer.to_bytes()
+        return inlined
+
+
+__all__ = ["ArrayContext", "DatasetRefused", "Target", "build_array"]

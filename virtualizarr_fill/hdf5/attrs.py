@@ -1,0 +1,323 @@
+"""HDF5 attributes as Zarr (JSON) attributes, read the way h5netcdf reads them.
+
+The values follow h5netcdf (and so ``xr.open_dataset(engine="h5netcdf")``): the
+netCDF-4/HDF5 dimension bookkeeping attributes are hidden, fixed-length strings longer
+than one character are decoded, single-element arrays become scalars, and empty
+(null-dataspace) string attributes become empty strings. JSON then needs plain Python
+values.
+
+Attributes JSON cannot hold in that form are converted or skipped, each with a
+warning, never failing the file: compounds become objects (dicts), object references
+become the referenced object's path, bytes that are not UTF-8 become U+FFFD, and
+region references, complex numbers, opaque blobs and unreadable types are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import h5py
+import numpy as np
+
+#: Attributes netCDF-4 and the HDF5 dimension-scale API use for their own bookkeeping.
+HIDDEN_ATTRIBUTES = frozenset(
+    {
+        "REFERENCE_LIST",
+        "CLASS",
+        "DIMENSION_LIST",
+        "NAME",
+        "_Netcdf4Dimid",
+        "_Netcdf4Coordinates",
+        "_nc3_strict",
+        "_NCProperties",
+    }
+)
+
+#: Attributes whose values the fill-value policy consumes as typed NumPy values.
+FILL_ATTRIBUTES = frozenset({"_FillValue", "missing_value"})
+
+
+class AttributeWarning(UserWarning):
+    """An HDF5 attribute was converted to a different form, or skipped."""
+
+
+class _Skip(Exception):
+    """Internal: the attribute cannot be represented."""
+
+
+def _warn(source: str, owner: str, name: str, message: str) -> None:
+    warnings.warn(
+        AttributeWarning(f"{source}: attribute {name!r} of {owner}: {message}"),
+        stacklevel=4,
+    )
+
+
+def _json_scalar(value: Any, resolve: Callable[[Any], str]) -> Any:
+    """A NumPy/h5py scalar as a JSON value."""
+    if isinstance(value, h5py.RegionReference):
+        raise _Skip("region references have no JSON form")
+    if isinstance(value, h5py.Reference):
+        return resolve(value)
+    if isinstance(value, bytes):
+        # undecodable bytes survive as surrogates until _valid_unicode replaces them
+        return value.decode("utf-8", "surrogateescape")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, np.void):
+        if value.dtype.names is None:
+            raise _Skip("opaque data has no JSON form")
+        return {name: _json_value(value[name], resolve) for name in value.dtype.names}
+    if isinstance(value, np.ndarray):
+        return _json_value(value, resolve)
+    if isinstance(value, (np.complexfloating, complex)):
+        raise _Skip("complex numbers have no JSON form")
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    raise _Skip(f"values of type {type(value).__name__} have no JSON form")
+
+
+def _json_value(value: Any, resolve: Callable[[Any], str]) -> Any:
+    """Any attribute value (scalar, list or array, possibly nested) as JSON."""
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            return _json_scalar(value[()], resolve)
+        if value.dtype.names is None and value.dtype.kind in "biuf":
+            return value.tolist()
+        return [_json_value(item, resolve) for item in value]
+    if isinstance(value, list):
+        return [_json_value(item, resolve) for item in value]
+    return _json_scalar(value, resolve)
+
+
+def _decode_fixed_strings(value: Any, encoding: str) -> Any:
+    """h5netcdf decodes fixed-length strings (longer than one char) with surrogateescape."""
+    if isinstance(value, bytes):
+        return value.decode(encoding, "surrogateescape")
+    if isinstance(value, np.ndarray):
+        return [item.decode(encoding, "surrogateescape") for item in value.flat]
+    return value
+
+
+class UnreadableAttribute:
+    """Marks an attribute h5py failed to read, with the reason."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"UnreadableAttribute({type(self.error).__name__}: {self.error})"
+
+
+#: Attributes larger than this (in memory) are not read: a corrupt dataspace or heap can
+#: otherwise make libhdf5 allocate or loop without bound.
+MAX_ATTRIBUTE_BYTES = 64 * 1024 * 1024
+
+
+def _read_bounded(obj: h5py.HLObject, name: str) -> Any:
+    """One attribute, read the way h5py's ``AttributeManager.__getitem__`` reads it.
+
+    Re-implemented (a dozen lines) only to check the size between opening the attribute
+    and reading it, with a single open.
+    """
+    key = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
+    attr = h5py.h5a.open(obj.id, key)
+    shape, dtype = attr.shape, attr.dtype
+    if shape is None:
+        return h5py.Empty(dtype)
+    htype = h5py.h5t.py_create(dtype)
+    if dtype.subdtype is not None:  # numpy has no top-level array types
+        dtype, subshape = dtype.subdtype
+        shape = shape + subshape
+    size = math.prod(shape) * max(dtype.itemsize, 1)
+    if size > MAX_ATTRIBUTE_BYTES:
+        raise ValueError(f"{size} bytes exceed {MAX_ATTRIBUTE_BYTES}")
+    values = np.zeros(shape, dtype=dtype, order="C")
+    attr.read(values, mtype=htype)
+    string_info = h5py.check_string_dtype(dtype)
+    if string_info is not None and string_info.length is None:
+        decoded = [item.decode("utf-8", "surrogateescape") for item in values.flat]
+        values = np.array(decoded, dtype=dtype).reshape(values.shape)
+    return values[()] if values.ndim == 0 else values
+
+
+def read_raw_attributes(obj: h5py.HLObject) -> dict[str, Any]:
+    """Every attribute of ``obj`` as h5py returns it, each read once.
+
+    An attribute h5py cannot read (or too large to read safely) maps to an
+    :class:`UnreadableAttribute`; a table that cannot even be listed raises.
+    """
+    raw: dict[str, Any] = {}
+    for name in list(obj.attrs.keys()):
+        try:
+            raw[name] = _read_bounded(obj, name)
+        except Exception as exc:  # h5py cannot read some datatypes
+            raw[name] = UnreadableAttribute(exc)
+    return raw
+
+
+def normalise_attribute(value: Any) -> Any:
+    """An h5py attribute value as h5netcdf presents it (NumPy/Python values)."""
+    if isinstance(value, h5py.Empty):
+        string_info = h5py.check_string_dtype(value.dtype)
+        if string_info is not None:
+            return b"" if string_info.length == 1 else ""
+        return np.array([], dtype=value.dtype)
+    if isinstance(value, np.ndarray):
+        string_info = h5py.check_string_dtype(value.dtype)
+        if string_info is not None:
+            if string_info.length is not None and string_info.length > 1:
+                value = _decode_fixed_strings(value, "utf-8")
+            else:
+                value = value.tolist()
+    elif isinstance(value, bytes):
+        value = _decode_fixed_strings(value, "utf-8")
+    if isinstance(value, list):
+        return value[0] if len(value) == 1 else value
+    if isinstance(value, np.ndarray) and value.ndim > 0 and value.size == 1:
+        return value.reshape(-1)[0]
+    return value
+
+
+def _resolver(obj: h5py.HLObject) -> Callable[[Any], str]:
+    def resolve(reference: Any) -> str:
+        if not reference:
+            raise _Skip("null object reference")
+        try:
+            target = obj.file[reference]
+        except Exception as exc:  # h5py raises several types here
+            raise _Skip(f"object reference does not resolve ({exc})") from None
+        name = target.name
+        if name is None:
+            raise _Skip("object reference to an anonymous object")
+        return str(name)
+
+    return resolve
+
+
+def _contains_reference(value: Any) -> bool:
+    if isinstance(value, h5py.Reference):
+        return True
+    if isinstance(value, np.ndarray) and value.dtype.kind == "O":
+        return any(isinstance(item, h5py.Reference) for item in value.flat)
+    return False
+
+
+def _is_structural(value: Any) -> bool:
+    return isinstance(value, np.void) or (
+        isinstance(value, np.ndarray) and value.dtype.names is not None
+    )
+
+
+def convert_attributes(
+    obj: h5py.HLObject,
+    *,
+    source: str,
+    keep_typed: frozenset[str] = frozenset(),
+    raw: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read the attributes of ``obj`` (or use ``raw``, from :func:`read_raw_attributes`).
+
+    Returns ``(json_attributes, typed)``: the JSON-ready attributes, and, for names in
+    ``keep_typed``, the h5netcdf-style NumPy values (for the fill-value policy, which
+    needs the attribute's own dtype). Problems are reported as
+    :class:`AttributeWarning` and the attribute skipped.
+    """
+    owner = f"{'group' if isinstance(obj, h5py.Group) else 'dataset'} {obj.name!r}"
+    resolve = _resolver(obj)
+    result: dict[str, Any] = {}
+    typed: dict[str, Any] = {}
+    if raw is None:
+        try:
+            raw = read_raw_attributes(obj)
+        except Exception as exc:  # a corrupt attribute table
+            _warn(source, owner, "*", f"attributes could not be listed ({exc}); all skipped")
+            return result, typed
+    for raw_name, stored in raw.items():
+        name = _text_name(raw_name)
+        if name in HIDDEN_ATTRIBUTES:
+            continue
+        if name != raw_name:
+            _warn(source, owner, name, "name is not UTF-8; undecodable bytes replaced")
+        if isinstance(stored, UnreadableAttribute):
+            error = stored.error
+            _warn(source, owner, name, f"unreadable ({type(error).__name__}: {error}); skipped")
+            continue
+        try:
+            value = normalise_attribute(stored)
+        except Exception as exc:  # a value of a shape h5netcdf's rules do not cover
+            _warn(source, owner, name, f"unreadable ({type(exc).__name__}: {exc}); skipped")
+            continue
+        if name in keep_typed:
+            typed[name] = value
+        try:
+            converted = _json_value(value, resolve)
+        except _Skip as skip:
+            _warn(source, owner, name, f"{skip}; skipped")
+            continue
+        replaced = False
+        if _may_hold_text(stored):
+            converted, replaced = _valid_unicode(converted)
+        if replaced:
+            _warn(source, owner, name, "bytes that are not UTF-8 replaced by U+FFFD")
+        if _contains_reference(value):
+            _warn(source, owner, name, "object reference stored as the target's path")
+        elif _is_structural(value):
+            _warn(source, owner, name, "compound value stored as a JSON object")
+        result[name] = converted
+    return result, typed
+
+
+def _text_name(name: Any) -> str:
+    """An attribute name as text (names that are not UTF-8 come back from h5py as bytes)."""
+    if isinstance(name, bytes):
+        return name.decode("utf-8", "replace")
+    text = str(name)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
+
+
+def _may_hold_text(value: Any) -> bool:
+    """Whether a raw h5py value can contain strings (numeric arrays are skipped fast)."""
+    if isinstance(value, np.ndarray | np.void):
+        return value.dtype.kind in "SUOV"
+    return not isinstance(value, int | float | np.number | np.bool_)
+
+
+def _valid_unicode(value: Any) -> tuple[Any, bool]:
+    """Replace undecodable bytes (kept as lone surrogates by h5py/h5netcdf) with U+FFFD.
+
+    JSON writers that emit UTF-8 (Icechunk, kerchunk) cannot encode lone surrogates.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = value.encode("utf-8", "surrogateescape")
+            return raw.decode("utf-8", "replace"), True
+        return value, False
+    if isinstance(value, list):
+        items = [_valid_unicode(item) for item in value]
+        return [item for item, _ in items], any(changed for _, changed in items)
+    if isinstance(value, dict):
+        pairs = {key: _valid_unicode(item) for key, item in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(c for _, c in pairs.values())
+    return value, False
+
+
+__all__ = [
+    "FILL_ATTRIBUTES",
+    "HIDDEN_ATTRIBUTES",
+    "AttributeWarning",
+    "UnreadableAttribute",
+    "convert_attributes",
+    "normalise_attribute",
+    "read_raw_attributes",
+]

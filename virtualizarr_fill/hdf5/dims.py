@@ -1,0 +1,349 @@
+"""netCDF-4 dimensions of HDF5 datasets, named the way h5netcdf names them.
+
+The virtual dataset must look like ``xr.open_dataset(path, engine="h5netcdf",
+phony_dims="sort")``, so this module follows h5netcdf's reading rules:
+
+* every dataset whose ``CLASS`` attribute is ``DIMENSION_SCALE`` defines a dimension
+  named after its link; a scale whose ``NAME`` says "This is a netCDF dimension but not
+  a netCDF variable" is a dimension only, not a variable;
+* a variable's dimensions come from ``_Netcdf4Coordinates`` (netCDF dimension ids) for
+  coordinate variables, else from its attached scales (``DIMENSION_LIST``, the last
+  scale of each axis), else its own name when that is a dimension;
+* axes without any scale get *phony* dimensions: per group, enough ``phony_dim_N`` of
+  each length to serve the unlabelled dataset that needs most of them (dimensions of
+  the same length already defined in the group count), numbered across the whole file
+  in group order after all real dimensions seen so far (h5netcdf's "sort" mode);
+* a dimension whose scale is unlimited has the length of its longest variable, and
+  h5netcdf pads shorter variables with the fill value; the virtual array does too.
+
+The whole file is walked from the root (as h5netcdf does) even when one group is
+selected, because phony numbering depends on every group before it.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap, Counter, defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+import numpy as np
+
+from virtualizarr_fill.hdf5.attrs import UnreadableAttribute, read_raw_attributes
+
+NOT_A_VARIABLE = b"This is a netCDF dimension but not a netCDF variable."
+NON_COORD_PREFIX = "_nc4_non_coord_"
+
+
+@dataclass
+class Dimension:
+    """A netCDF dimension of one group."""
+
+    name: str
+    size: int
+    dimid: Any  # int for real dimensions; False for phony ones, as h5netcdf has it
+    phony: bool
+    unlimited: bool = False
+
+    @property
+    def maxsize(self) -> int | None:
+        return None if self.unlimited else self.size
+
+
+@dataclass
+class DatasetNode:
+    """A dataset member of a group, as the walk found it."""
+
+    key: str
+    dataset: h5py.Dataset
+    #: the path the walk reached it by (link names, not the object's own name)
+    path: str = ""
+    #: the open file the dataset lives in (an externally linked one for external links)
+    file: h5py.File | None = None
+    _facts: DatasetFacts | None = None
+    _raw_attributes: dict[str, Any] | None = None
+
+    @property
+    def raw_attributes(self) -> dict[str, Any]:
+        """All attributes as h5py reads them, read once (empty if unlistable)."""
+        if self._raw_attributes is None:
+            try:
+                self._raw_attributes = read_raw_attributes(self.dataset)
+            except Exception:  # a corrupt attribute table: no attributes
+                self._raw_attributes = {}
+        return self._raw_attributes
+
+    @property
+    def facts(self) -> DatasetFacts:
+        """The dimension bookkeeping of the dataset, read once."""
+        if self._facts is None:
+            self._facts = DatasetFacts.read(self.dataset, self.raw_attributes)
+        return self._facts
+
+    def open_file(self) -> h5py.File:
+        return self.file if self.file is not None else self.dataset.file
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What the netCDF dimension rules need from one dataset's attributes."""
+
+    is_scale: bool
+    dimension_only: bool
+    labelling: str
+    coordinates: Any
+    dimension_list: Any
+    dimid: Any
+    reference_list: Any
+
+    @classmethod
+    def read(cls, dataset: h5py.Dataset, raw: dict[str, Any]) -> DatasetFacts:
+        names = set(raw)
+
+        def get(name: str) -> Any:
+            value = raw.get(name)
+            return None if isinstance(value, UnreadableAttribute) else value
+
+        name_attr = get("NAME")
+        if isinstance(name_attr, str):
+            name_attr = name_attr.encode("ascii", "replace")
+        has_list = "DIMENSION_LIST" in names
+        return cls(
+            is_scale=get("CLASS") == b"DIMENSION_SCALE",
+            dimension_only=isinstance(name_attr, bytes) and NOT_A_VARIABLE in name_attr,
+            labelling=_labelling(dataset) if has_list else _unlabelled(dataset),
+            coordinates=get("_Netcdf4Coordinates"),
+            dimension_list=get("DIMENSION_LIST") if has_list else None,
+            dimid=get("_Netcdf4Dimid"),
+            reference_list=get("REFERENCE_LIST"),
+        )
+
+
+@dataclass
+class GroupNode:
+    """One group of the walked hierarchy."""
+
+    path: str
+    group: h5py.Group
+    datasets: list[DatasetNode] = field(default_factory=list)
+    children: list[tuple[str, GroupNode]] = field(default_factory=list)
+    dimensions: dict[str, Dimension] = field(default_factory=dict)
+    parent: GroupNode | None = None
+
+    def all_dimensions(self) -> dict[str, Dimension]:
+        """Dimensions visible here: this group's, then its ancestors', as h5netcdf's
+        ChainMap iterates them (outermost names first, innermost definitions winning)."""
+        maps: list[dict[str, Dimension]] = []
+        node: GroupNode | None = self
+        while node is not None:
+            maps.append(node.dimensions)
+            node = node.parent
+        return dict(ChainMap(*maps))
+
+    def dimension_ids(self) -> dict[Any, str]:
+        """netCDF dimension id -> name over the visible dimensions (h5netcdf's rule)."""
+        return {dim.dimid: name for name, dim in self.all_dimensions().items()}
+
+    def walk(self) -> Iterator[GroupNode]:
+        """This group and its descendants, in h5netcdf's (pre-order) order."""
+        yield self
+        for _, child in self.children:
+            yield from child.walk()
+
+
+@dataclass(frozen=True)
+class VariableDims:
+    """A dataset's netCDF variable name, dimension names and (padded) shape."""
+
+    name: str
+    dims: tuple[str, ...]
+    shape: tuple[int, ...]
+    is_variable: bool
+
+
+def _scale_counts(dataset: h5py.Dataset) -> list[int]:
+    try:
+        return [len(axis) for axis in dataset.dims]
+    except Exception:  # broken DIMENSION_LIST references
+        return [0] * len(dataset.shape or ())
+
+
+def _unlabelled(dataset: h5py.Dataset) -> str:
+    """Without a DIMENSION_LIST no axis has a scale attached."""
+    return "nodim" if not dataset.shape else "unlabeled"
+
+
+def _labelling(dataset: h5py.Dataset) -> str:
+    """'nodim', 'unlabeled', 'labeled' or 'mixed' (h5netcdf refuses the last)."""
+    counts = _scale_counts(dataset)
+    if not counts:
+        return "nodim"
+    if all(c == 0 for c in counts):
+        return "unlabeled"
+    if any(c == 0 for c in counts):
+        return "mixed"
+    return "labeled"
+
+
+def _unlimited_size(dataset: h5py.Dataset, file: h5py.File, references: Any) -> int:
+    """h5netcdf: an unlimited dimension is as long as its longest attached variable."""
+    size = int(dataset.shape[0])
+    if references is None:
+        return size
+    try:
+        for reference, axis in references:
+            target = file[reference]
+            size = max(size, int(target.shape[axis]))
+    except Exception:  # dangling reference: keep what we have
+        pass
+    return size
+
+
+class DimensionNamer:
+    """Assign netCDF dimensions to every group of a walked hierarchy (h5netcdf rules)."""
+
+    def __init__(self, root: GroupNode) -> None:
+        self.root = root
+        self._real_count = 0
+        self._phony_count = 0
+        self._visible_cache: dict[int, dict[str, Dimension]] = {}
+        self._ids_cache: dict[int, dict[Any, str]] = {}
+        for node in root.walk():
+            self._define_group_dimensions(node)
+
+    def _define_group_dimensions(self, node: GroupNode) -> None:
+        phony_needed: Counter[int] = Counter()
+        for member in node.datasets:
+            dataset = member.dataset
+            shape = dataset.shape
+            if shape is None:
+                continue
+            facts = member.facts
+            if facts.is_scale:
+                dimensionid = self._real_count
+                self._real_count += 1
+                if not shape:
+                    continue  # a 0-d scale cannot size a dimension
+                unlimited = dataset.maxshape is not None and dataset.maxshape[:1] == (None,)
+                size = (
+                    _unlimited_size(dataset, member.open_file(), facts.reference_list)
+                    if unlimited
+                    else int(shape[0])
+                )
+                dimid = facts.dimid if facts.dimid is not None else dimensionid
+                node.dimensions[member.key] = Dimension(
+                    member.key, size, dimid, phony=False, unlimited=unlimited
+                )
+            elif facts.labelling == "unlabeled":
+                phony_needed |= Counter(int(s) for s in shape)
+        labeled = Counter(d.maxsize for d in node.dimensions.values() if not d.phony)
+        for size, count in phony_needed.items():
+            for _ in range(labeled[size], count):
+                name = f"phony_dim_{self._phony_count + self._real_count}"
+                self._phony_count += 1
+                node.dimensions[name] = Dimension(name, size, False, phony=True)
+
+    def _visible(self, node: GroupNode) -> dict[str, Dimension]:
+        key = id(node)
+        if key not in self._visible_cache:
+            self._visible_cache[key] = node.all_dimensions()
+        return self._visible_cache[key]
+
+    def _ids(self, node: GroupNode) -> dict[Any, str]:
+        key = id(node)
+        if key not in self._ids_cache:
+            self._ids_cache[key] = node.dimension_ids()
+        return self._ids_cache[key]
+
+    def variable_dims(self, node: GroupNode, member: DatasetNode) -> VariableDims:
+        """Name, dimensions and shape of one dataset of ``node``."""
+        dataset = member.dataset
+        shape = tuple(int(s) for s in (dataset.shape or ()))
+        name = member.key.replace(NON_COORD_PREFIX, "")
+        is_variable = not member.facts.dimension_only
+        dims = self._lookup(node, member, shape)
+        visible = self._visible(node)
+        padded = tuple(
+            max(s, visible[d].size) if d in visible else s for d, s in zip(dims, shape, strict=True)
+        )
+        return VariableDims(name, dims, padded, is_variable)
+
+    def _lookup(
+        self, node: GroupNode, member: DatasetNode, shape: Sequence[int]
+    ) -> tuple[str, ...]:
+        facts = member.facts
+        visible = self._visible(node)
+        coordinates = facts.coordinates
+        if coordinates is not None and facts.is_scale:
+            order = self._ids(node)
+            try:
+                dims = tuple(order[int(c)] for c in np.atleast_1d(coordinates))
+            except (KeyError, TypeError, ValueError):
+                dims = ()
+            if len(dims) == len(shape):
+                return dims
+        if facts.labelling == "labeled" and facts.dimension_list is not None:
+            try:
+                file = member.open_file()
+                dims = tuple(file[refs[-1]].name.split("/")[-1] for refs in facts.dimension_list)
+            except Exception:  # dangling scale reference
+                dims = ()
+            if len(dims) == len(shape):
+                return dims
+        if member.key in visible and len(shape) == 1:
+            return (member.key,)
+        return self._axis_dims(node, member, shape)
+
+    def _axis_dims(
+        self, node: GroupNode, member: DatasetNode, shape: Sequence[int]
+    ) -> tuple[str, ...]:
+        names: list[str] = []
+        used: defaultdict[int, int] = defaultdict(int)
+        axes: list[Any] = []
+        if member.facts.dimension_list is not None:
+            try:
+                axes = list(member.dataset.dims)
+            except Exception:
+                axes = []
+        for axis, size in enumerate(shape):
+            scales = None
+            if axis < len(axes):
+                try:
+                    scales = axes[axis][0] if len(axes[axis]) else None
+                except Exception:  # dangling scale reference
+                    scales = None
+            if scales is not None and scales.name:
+                names.append(scales.name.split("/")[-1])
+                continue
+            candidates = [n for n, d in node.dimensions.items() if d.size == size]
+            if used[size] < len(candidates):
+                names.append(candidates[used[size]])
+            else:
+                # Only reached for datasets h5netcdf itself refuses (mixed labelled and
+                # unlabelled axes): a private, collision-free name.
+                names.append(self._extra_phony(node, size))
+            used[size] += 1
+        return tuple(names)
+
+    def _extra_phony(self, node: GroupNode, size: int) -> str:
+        self._visible_cache.clear()
+        self._ids_cache.clear()
+        name = f"phony_dim_{self._phony_count + self._real_count}"
+        while any(name in n.dimensions for n in self.root.walk()):
+            self._phony_count += 1
+            name = f"phony_dim_{self._phony_count + self._real_count}"
+        self._phony_count += 1
+        node.dimensions[name] = Dimension(name, size, False, phony=True)
+        return name
+
+
+__all__ = [
+    "NON_COORD_PREFIX",
+    "NOT_A_VARIABLE",
+    "DatasetNode",
+    "Dimension",
+    "DimensionNamer",
+    "GroupNode",
+    "VariableDims",
+]
