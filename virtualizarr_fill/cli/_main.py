@@ -1,0 +1,178 @@
+"""The argument parser of the ``virtualizarr-fill`` command, dispatch to its commands, and
+the mapping of errors to one line on stderr and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from virtualizarr_fill.cli._errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    CliError,
+    FileError,
+    classify_error,
+)
+from virtualizarr_fill.cli.build import POOL_THRESHOLD, command_build
+from virtualizarr_fill.cli.inspection import command_inspect
+from virtualizarr_fill.cli.verify import command_verify
+
+__all__ = ["build_parser", "main"]
+
+
+def _add_parser_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tiff-option",
+        action="append",
+        metavar="NAME=VALUE",
+        help="TIFFParser option, e.g. on_out_of_range=warn or probe_last_strip=true (repeatable)",
+    )
+    parser.add_argument(
+        "--hdf5-option",
+        action="append",
+        metavar="NAME=VALUE",
+        help="HDF5Parser option, e.g. drop_variables='[\"lat_bnds\"]' (repeatable)",
+    )
+
+
+def _add_debug(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="show the full traceback of an error",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``virtualizarr-fill`` command."""
+    top = argparse.ArgumentParser(
+        prog=PROG,
+        description="Virtualize TIFF/GeoTIFF and HDF5/netCDF-4 files into Icechunk or kerchunk.",
+        epilog="Exit codes: 0 ok, 1 verify mismatch, 2 usage, 3 bad input, 4 I/O, "
+        "5 internal error, 130 interrupted.",
+    )
+    _add_debug(top, False)
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    inspect = commands.add_parser(
+        "inspect", help="show how files become virtual arrays (grids, codecs, padding, fills)"
+    )
+    inspect.add_argument("inputs", nargs="+", metavar="FILE_OR_URL")
+    inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    inspect.add_argument(
+        "--all-images",
+        action="store_true",
+        help="TIFF: every image (overviews, masks, pages, SubIFDs) as its own group",
+    )
+    _add_parser_options(inspect)
+    _add_debug(inspect, argparse.SUPPRESS)
+
+    build = commands.add_parser("build", help="virtualize files into one Icechunk/kerchunk store")
+    build.add_argument("inputs", nargs="+", metavar="FILES_OR_GLOB_OR_URL")
+    build.add_argument(
+        "--concat-dim", required=True, metavar="DIM", help="dimension to concatenate along"
+    )
+    build.add_argument(
+        "--new-dim", action="store_true", help="stack the files along a new dimension DIM"
+    )
+    build.add_argument(
+        "--out", required=True, metavar="DEST", help="Icechunk repository, or *.json / *.parquet"
+    )
+    build.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help=f"parser processes (default: one per CPU from {POOL_THRESHOLD} files on, "
+        "else parse in this process)",
+    )
+    build.add_argument("--dask-scheduler", metavar="ADDRESS", help="parse on this dask cluster")
+    build.add_argument(
+        "--skip-bad", action="store_true", help="leave out files that cannot be virtualized"
+    )
+    build.add_argument("--overwrite", action="store_true", help="replace a local DEST")
+    build.add_argument(
+        "--on-fill-conflict",
+        choices=("error", "use_first", "drop"),
+        default="error",
+        help="files whose fill values differ: refuse (default), keep the first file's, "
+        "or drop the fill information",
+    )
+    build.add_argument(
+        "--kerchunk-format",
+        choices=("auto", "2", "3"),
+        default="auto",
+        help="Zarr format of kerchunk references (auto: 2 unless a grid is rectilinear)",
+    )
+    _add_parser_options(build)
+    _add_debug(build, argparse.SUPPRESS)
+
+    check = commands.add_parser("verify", help="compare a store with the native readers")
+    check.add_argument("dest", metavar="DEST")
+    check.add_argument("--against", nargs="+", required=True, metavar="FILES_OR_GLOB_OR_URL")
+    check.add_argument(
+        "--concat-dim", metavar="DIM", help="as given to build (needed for several files)"
+    )
+    check.add_argument("--new-dim", action="store_true", help="as given to build")
+    _add_parser_options(check)
+    _add_debug(check, argparse.SUPPRESS)
+    return top
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "inspect": command_inspect,
+    "build": command_build,
+    "verify": command_verify,
+}
+
+
+def _fail(message: str, code: int) -> int:
+    one_line = " ".join(message.split())
+    print(f"{PROG}: error: {one_line}", file=sys.stderr, flush=True)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (see the package docstring)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
+        return int(exit_.code or 0)
+    if args.command == "build" and args.workers is not None and args.workers < 1:
+        return _fail("--workers must be at least 1", EXIT_USAGE)
+    try:
+        return _COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except FileError as error:
+        if args.debug and error.worker_traceback:
+            print(error.worker_traceback, file=sys.stderr)
+        return _fail(str(error), error.exit_code)
+    except CliError as error:
+        if args.debug:
+            traceback.print_exc()
+        return _fail(str(error), error.exit_code)
+    except Exception as error:
+        if args.debug:
+            traceback.print_exc()
+        code = classify_error(error)
+        message = str(error) or type(error).__name__
+        if code == EXIT_INTERNAL:
+            message = (
+                f"internal error {type(error).__name__}: {message} (rerun with --debug and "
+                "report the traceback)"
+            )
+        return _fail(message, code)
