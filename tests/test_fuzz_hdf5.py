@@ -1,0 +1,181 @@
+"""Fuzzing HDF5Parser with structural mutations of small real HDF5 / netCDF-4 files.
+
+Every mutated file must either parse into references that read back exactly what h5py
+reads from the same bytes (datasets the parser skips with a warning are allowed), or be
+refused with a project error naming the file -- never another exception, a crash of
+libhdf5, a hang or a memory blow-up. Every case runs in a worker process
+(``tests/_fuzz_worker.py``): a libhdf5 crash costs one case, not the test session.
+
+Mutations target the superblock fields, object-header messages (dataspace dimensions,
+layout addresses and chunk dimensions, datatypes, filters, continuation blocks),
+signature-bearing blocks (B-tree nodes, heaps, chunk indexes), raw data, and truncation
+at every structural boundary; in superblock v2/v3 files the lookup3 checksum of an edited
+block is restored so the edit reaches the parser. Verdicts matching a bug listed in
+``tests/test_fuzz_known_bugs.py`` are counted, not failed, here.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests._fuzz_mutations import Mutation, apply_ops, hdf5_mutation, hdf5_structure
+from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
+from tests.test_fuzz_known_bugs import known_bug
+from tests.test_fuzz_tiff import HypothesisChooser, record
+
+pytestmark = pytest.mark.corpus
+
+#: Small real files: superblocks v0, v2, v3 (and a user block), contiguous, compact and
+#: chunked layouts, B-tree v1/v2, implicit, fixed-array indexes, deflate/zstd filters,
+#: partial edge chunks, fill-value messages, netCDF-4 dimension scales, groups.
+HDF5_FILES = (
+    "jjhelmus+pyfive/fillvalue_earliest.hdf5",
+    "jjhelmus+pyfive/fillvalue_latest.hdf5",
+    "jjhelmus+pyfive/earliest.hdf5",
+    "jjhelmus+pyfive/compressed_v1.hdf5",
+    "fsspec+kerchunk/hdf5_mali_chunk.h5",
+    "NCAS-CMS+pyfive/tests/data/netcdf4_classic.nc",
+    "NCAS-CMS+pyfive/tests/compact.hdf5",
+    "NCAS-CMS+pyfive/tests/data/chunked.hdf5",
+    "szcom+rnnlib/fill_old.h5",
+    "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_chunked_datasets_latest.hdf5",
+    "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/implicit_index_datasets.hdf5",
+)
+TRUNCATED_FILES = (
+    "jjhelmus+pyfive/fillvalue_latest.hdf5",
+    "jjhelmus+pyfive/earliest.hdf5",
+    "fsspec+kerchunk/hdf5_mali_chunk.h5",
+)
+CASE_TIMEOUT = 10.0
+
+
+@pytest.fixture(scope="module")
+def worker() -> Any:
+    with FuzzWorker() as fuzz_worker:
+        yield fuzz_worker
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fuzz_hdf5")
+
+
+def judge(worker: FuzzWorker, corpus: Path, scratch: Path, mutation: Mutation) -> dict[str, Any]:
+    """The verdict on a mutation; fails the test unless acceptable or a known bug."""
+    path = scratch / f"case{Path(mutation.file).suffix}"
+    path.write_bytes(mutation.apply((corpus / mutation.file).read_bytes()))
+    result = worker.check(str(path), "hdf5", timeout=CASE_TIMEOUT)
+    outcome = str(result["outcome"])
+    if "error_class" in result:
+        outcome += f" ({result['error_class']})"
+    record(outcome, f"mutation: {mutation.to_json()}", f"verdict: {result}")
+    if not acceptable(result):
+        bug = known_bug(result, mutation.label)
+        if bug is not None:
+            record(f"known bug {bug}")
+            return result
+        pytest.fail(
+            f"{result['outcome']} for {mutation.file} after {mutation.label}: "
+            f"{result.get('error') or result.get('detail')}\nmutation: {mutation.to_json()}"
+            f"\nverdict: {result}"
+        )
+    return result
+
+
+@settings(
+    max_examples=600,
+    deadline=timedelta(seconds=60),
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_mutated_hdf5_reads_exactly_or_is_refused(
+    data: st.DataObject, worker: FuzzWorker, corpus_dir: Path, scratch: Path
+) -> None:
+    name = data.draw(st.sampled_from(HDF5_FILES))
+    mutation = hdf5_mutation(str(corpus_dir / name), name, HypothesisChooser(data))
+    judge(worker, corpus_dir, scratch, mutation)
+
+
+@pytest.mark.parametrize("name", TRUNCATED_FILES)
+def test_truncation_at_every_boundary(
+    name: str, worker: FuzzWorker, corpus_dir: Path, scratch: Path
+) -> None:
+    outcomes = set()
+    for point in hdf5_structure(str(corpus_dir / name)).boundaries():
+        mutation = Mutation(name, f"truncate to {point}", [{"op": "truncate", "size": point}])
+        outcomes.add(judge(worker, corpus_dir, scratch, mutation)["outcome"])
+    assert "refused" in outcomes
+
+
+def _set_fields(name: str, corpus: Path, labels: dict[str, int]) -> list[dict[str, Any]]:
+    """Set every field whose label starts with a key of ``labels``; restore checksums."""
+    structure = hdf5_structure(str(corpus / name))
+    ops: list[dict[str, Any]] = []
+    for field in structure.fields:
+        for label, value in labels.items():
+            if field.label.startswith(label):
+                value &= (1 << (8 * field.width)) - 1
+                ops.append(
+                    {
+                        "op": "put",
+                        "pos": field.pos,
+                        "hex": value.to_bytes(field.width, "little").hex(),
+                    }
+                )
+                ops += [fix for fix in structure.checksum_fix(field.pos) if fix not in ops]
+    assert ops, f"{name} has no field {sorted(labels)}"
+    # Checksums last, over the edited bytes.
+    return [op for op in ops if op["op"] != "checksum"] + [
+        op for op in ops if op["op"] == "checksum"
+    ]
+
+
+HUGE_HEADERS = {
+    # (file, {field label prefix: value}): dataspaces and chunk grids far beyond the file.
+    "dataspace 10**12 (superblock v0, contiguous)": (
+        "jjhelmus+pyfive/fillvalue_earliest.hdf5",
+        {"dataspace dim": 10**12},
+    ),
+    "dataspace 10**12 (superblock v2, checksummed)": (
+        "jjhelmus+pyfive/fillvalue_latest.hdf5",
+        {"dataspace dim": 10**12},
+    ),
+    "dataspace and max 10**12 (chunked, B-tree v1)": (
+        "jjhelmus+pyfive/compressed_v1.hdf5",
+        {"dataspace dim": 10**12},
+    ),
+    "chunk dim 1: 816852 chunks (chunked)": (
+        "jjhelmus+pyfive/compressed_v1.hdf5",
+        {"chunk dim 0": 1},
+    ),
+    "contiguous size 2**62": ("jjhelmus+pyfive/earliest.hdf5", {"contiguous data size": 2**62}),
+    "contiguous address past the end": (
+        "jjhelmus+pyfive/earliest.hdf5",
+        {"contiguous data address": 2**40},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HUGE_HEADERS))
+def test_huge_dimensions_bounded_in_time_and_memory(
+    case: str, corpus_dir: Path, tmp_path: Path
+) -> None:
+    """A fresh process per case (``subprocess.run``), so its peak RSS is this case's and
+    a libhdf5 crash is seen as one."""
+    name, labels = HUGE_HEADERS[case]
+    ops = _set_fields(name, corpus_dir, labels)
+    path = tmp_path / Path(name).name
+    path.write_bytes(apply_ops((corpus_dir / name).read_bytes(), ops))
+    result = run_once(str(path), "hdf5", timeout=60)
+    assert result["outcome"] != BUG_MEMORY, result
+    assert acceptable(result) or known_bug(result) is not None, (
+        f"{case}: {result}\nmutation: {Mutation(name, case, ops).to_json()}"
+    )

@@ -1,0 +1,453 @@
+"""Bugs the fuzz suite found that are not fixed yet: one failing test each.
+
+Each entry is the smallest mutation of a corpus file that shows the bug, with what the
+verdict looks like while the bug is there (``outcome``, exception class and the place in
+the project's code). The fuzz tests (``test_fuzz_tiff.py``, ``test_fuzz_hdf5.py``)
+count verdicts that match an entry instead of failing on them, so that they keep
+guarding against *new* bugs; the tests here fail until the bug is fixed. When one passes,
+delete its entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Open bugs: excluded from the default run (see pyproject's addopts), run them with
+# `pytest -m known_bug`. Each fails until its bug is fixed; then delete its entry.
+pytestmark = pytest.mark.known_bug
+
+from tests._fuzz_mutations import apply_ops, hdf5_structure
+from tests._fuzz_worker import FuzzWorker, acceptable
+from tests.test_validation import (
+    _edit,
+    _element,
+    _scalar,
+    _write_hdf5,
+    _write_tiff,
+    assert_names,
+    parse_hdf5,
+    parse_tiff,
+)
+from virtualizarr_fill.errors import CorruptFileError, VirtualizarrFillError
+
+pytestmark = pytest.mark.corpus
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A bug and the verdicts it causes."""
+
+    id: str
+    summary: str
+    file: str
+    kind: str
+    ops: tuple[dict[str, Any], ...]
+    outcome: str | tuple[str, ...]  # any of these outcomes
+    error_classes: tuple[str, ...] = ()  # any of these exception classes
+    #: (module path, function) pairs; the verdict's innermost project frame is one of them
+    places: tuple[tuple[str, str], ...] = ()
+    details: tuple[str, ...] = ()  # substrings of the verdict's error or detail (any)
+    labels: tuple[str, ...] = ()  # substrings of the mutation's label (any)
+
+    def matches(self, result: dict[str, Any], label: str = "") -> bool:
+        outcomes = (self.outcome,) if isinstance(self.outcome, str) else self.outcome
+        if result.get("outcome") not in outcomes:
+            return False
+        if self.labels and not any(text in label for text in self.labels):
+            return False
+        if result.get("kind", self.kind) != self.kind:
+            return False
+        if self.error_classes and result.get("error_class", "") not in (*self.error_classes, ""):
+            return False
+        wheres = [str(result.get("where", ""))] + [
+            str(a.get("where", "")) for a in result.get("arrays", ())
+        ]
+        if self.places and not any(
+            f"{module}:" in where and where.endswith(f" {function}")
+            for where in wheres
+            for module, function in self.places
+        ):
+            return False
+        text = f"{result.get('error', '')} {result.get('detail', '')}"
+        return not self.details or any(detail in text for detail in self.details)
+
+
+def _put(pos: int, hex_bytes: str) -> dict[str, Any]:
+    return {"op": "put", "pos": pos, "hex": hex_bytes}
+
+
+EXCEPTION = "BUG: non-project exception"
+READ_ERROR = "BUG: read-time error"
+WRONG = "BUG: wrong values"
+TAG_ERRORS = ("ValueError", "TypeError", "OverflowError", "IndexError", "ZeroDivisionError")
+
+KNOWN_BUGS: tuple[KnownBug, ...] = (
+    KnownBug(
+        id="tiff-tifffile-exceptions-escape",
+        summary="tifffile raises TypeError/IndexError/ValueError/struct.error on malformed "
+        "IFDs; TIFFParser._open_tiff only converts TiffFileError",
+        file="cogeotiff+rio-tiler/cog_uint8_rgb_mask.tif",
+        kind="tiff",
+        ops=(_put(292, "00000000"),),  # SamplesPerPixel count 1 -> 0
+        outcome=EXCEPTION,
+        places=(("tiff/parser.py", "_open_tiff"),),
+    ),
+    KnownBug(
+        id="tiff-tag-values-unchecked",
+        summary="tag values of an unexpected type or count (ImageWidth as BYTE or ASCII, "
+        "StripOffsets as RATIONAL, Compression with count 0, BitsPerSample 0) reach int() "
+        "and numpy unchecked: ValueError/TypeError/OverflowError/ZeroDivisionError",
+        file="rasterio+rasterio/byte.tif",
+        kind="tiff",
+        ops=(_put(412, "0100"),),  # ImageWidth type SHORT -> BYTE
+        outcome=EXCEPTION,
+        error_classes=TAG_ERRORS,
+        places=(
+            ("tiff/tags.py", "segment_layout"),
+            ("tiff/tags.py", "_uniform"),
+            ("tiff/tags.py", "_rows_per_strip"),
+            ("tiff/tags.py", "sample_type"),
+            ("tiff/tags.py", "sample_dtype"),
+            ("tiff/segments.py", "chunk_manifest"),
+            ("tiff/segments.py", "_check_uncompressed_lengths"),
+            ("tiff/segments.py", "_last_strip_lengths"),
+            ("tiff/codecs_map.py", "is_image_compression"),
+            ("tiff/codecs_map.py", "predictor_codec"),
+            ("tiff/codecs_map.py", "codec_chain"),
+            ("tiff/codecs_map.py", "_jpeg_codec"),
+            ("tiff/codecs_map.py", "jpeg_colorspaces"),
+            ("codecs/tiff_packints.py", "__init__"),
+        ),
+    ),
+    KnownBug(
+        id="tiff-geokeys-unchecked",
+        summary="a GeoKeyDirectory or ModelTiepoint/PixelScale/Transformation of the wrong "
+        "type or length raises IndexError/ValueError in geo.py",
+        file="OSGeo+PROJ/test_vgrid_uint16_with_scale_offset.tif",
+        kind="tiff",
+        ops=({"op": "flip", "pos": 499, "bit": 2},),
+        outcome=EXCEPTION,
+        error_classes=TAG_ERRORS,
+        places=(
+            ("tiff/geo.py", "geokeys_of"),
+            ("tiff/geo.py", "_float_list"),
+            ("tiff/geo.py", "georeference"),
+        ),
+    ),
+    KnownBug(
+        id="tiff-no-image-index-error",
+        summary="a TIFF whose IFD chain yields no page makes _select_page raise IndexError",
+        file="OSGeo+PROJ/test_vgrid_nodata.tif",
+        kind="tiff",
+        ops=({"op": "flip", "pos": 5, "bit": 2},),  # first-IFD offset moved off the IFD
+        outcome=EXCEPTION,
+        error_classes=("IndexError",),
+        places=(("tiff/parser.py", "_select_page"),),
+    ),
+    KnownBug(
+        id="tiff-inlined-arrays-unbounded",
+        summary="x/y/band coordinates and per-band attributes are built for any image size: "
+        "ImageWidth 2**32-1 makes pixel_centres allocate 32 GiB (MemoryError)",
+        file="rasterio+rasterio/byte.tif",
+        kind="tiff",
+        ops=(_put(412, "0400"), _put(414, "01000000"), _put(418, "ffffffff")),
+        outcome=EXCEPTION,
+        error_classes=("MemoryError",),
+        places=(
+            ("tiff/geo.py", "pixel_centres"),
+            ("tiff/parser.py", "_coordinate_arrays"),
+            ("tiff/parser.py", "inlined_array"),
+        ),
+    ),
+    KnownBug(
+        id="tiff-samples-per-pixel-unbounded",
+        summary="SamplesPerPixel 2**31-1 with a single BitsPerSample value is accepted: "
+        "array_attributes builds a per-band list of 2**31 items (timeout or MemoryError)",
+        file="OSGeo+PROJ/test_vgrid_deflate_floatingpointpredictor.tif",
+        kind="tiff",
+        ops=(_put(84, "0400"), _put(86, "01000000"), _put(90, "ffffff7f")),
+        outcome=(EXCEPTION, "BUG: timeout"),
+        error_classes=("MemoryError",),
+        labels=("tag 277",),
+    ),
+    KnownBug(
+        id="tiff-bitspersample-unchecked",
+        summary="BitsPerSample with 298231 values for 3 samples is accepted (tifffile reads "
+        "garbage values past the tag); values differ from tifffile's decode. The count must "
+        "equal SamplesPerPixel",
+        file="rasterio+rasterio/cogeo.tif",
+        kind="tiff",
+        ops=(_put(38, "f78c0400"),),
+        outcome=WRONG,
+        labels=("tag 258",),
+    ),
+    KnownBug(
+        id="tiff-segment-tag-type-read-as-sparse",
+        summary="StripByteCounts/StripOffsets stored as UNDEFINED/FLOAT/... become 0 and the "
+        "segments are treated as sparse (fill values) where tifffile reads data: a silent "
+        "wrong value; such tags must be refused",
+        file="image-rs+image-tiff/BigTIFFMotorola.tif",
+        kind="tiff",
+        ops=(_put(12454, "0007"),),  # StripByteCounts type SHORT -> UNDEFINED
+        outcome=WRONG,
+        labels=(
+            "tag-type: IFD 0 tag 279",
+            "tag-type: IFD 0 tag 273",
+            "tag-type: IFD 0 tag 324",
+            "tag-type: IFD 0 tag 325",
+        ),
+    ),
+    KnownBug(
+        id="tiff-uncompressed-lengths-unchecked",
+        summary="uncompressed segments whose byte count is neither the logical nor the "
+        "physical size are accepted (the only/last strip when RowsPerStrip divides the "
+        "image, interior strips longer than their rows, counts not a multiple of the item "
+        "size) and fail at read time in zarr's bytes codec",
+        file="rasterio+rasterio/byte.tif",
+        kind="tiff",
+        # ImageWidth 20 -> 2 (as LONG): the 400-byte strip is neither 40 bytes nor padded.
+        ops=(_put(412, "0400"), _put(414, "01000000"), _put(418, "02000000")),
+        outcome=READ_ERROR,
+        details=("cannot reshape", "When changing to a larger dtype"),
+    ),
+    KnownBug(
+        id="hdf5-object-address-runtime-error",
+        summary="h5py.h5o.get_info on a group with a corrupt local heap or checksum raises "
+        "RuntimeError from HDF5Parser's link walk (_address)",
+        file="NCAS-CMS+pyfive/tests/data/new_style_groups.hdf5",
+        kind="hdf5",
+        ops=(_put(4451, "00000000"),),  # HEAP signature smashed
+        outcome=EXCEPTION,
+        error_classes=("RuntimeError",),
+        places=(("hdf5/parser.py", "_address"),),
+    ),
+    KnownBug(
+        id="hdf5-attribute-name-not-text",
+        summary="an attribute whose name is not valid UTF-8 (bytes) reaches ManifestGroup "
+        "and fails with TypeError 'Expected dict with string keys' (or, on a dataset, "
+        "when zarr serialises the metadata at read time) instead of being converted or "
+        "skipped with an AttributeWarning",
+        file="NCAS-CMS+pyfive/tests/data/references.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 6644, "bit": 7},),
+        outcome=(EXCEPTION, READ_ERROR),
+        error_classes=("TypeError",),
+        details=("Expected dict with string keys", "keys must be str"),
+    ),
+    KnownBug(
+        id="hdf5-fill-value-message-segfault",
+        summary="a corrupt fill-value message of a compact dataset crashes libhdf5 "
+        "(SIGSEGV) in h5py's Dataset.fillvalue, called by arrays._array_fill while "
+        "materialising; plain h5py reads of the file do not touch it",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_compact_datasets_earliest.hdf5",
+        kind="hdf5",
+        ops=(
+            {"op": "flip", "pos": 6926, "bit": 6},
+            {"op": "flip", "pos": 6631, "bit": 7},
+            {"op": "flip", "pos": 196, "bit": 6},
+        ),
+        outcome="BUG: crash",
+    ),
+    KnownBug(
+        id="hdf5-vlen-materialise-memory",
+        summary="vlen strings are materialised at parse time through libhdf5, which "
+        "allocates whatever lengths corrupt global-heap references claim: a contiguous "
+        "address moved by 16 bytes makes the parse peak at 1.35 GB (max_inline_bytes is "
+        "checked against the dataset's storage size, not against what libhdf5 allocates)",
+        file="fsspec+kerchunk/vlen.h5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 906, "bit": 4},),
+        outcome="BUG: memory",
+    ),
+    KnownBug(
+        id="hdf5-h5netcdf-test-mismatched-dim",
+        summary="the clean corpus file h5netcdf_test.hdf5: variable 'mismatched_dim' parses "
+        "but reading it fails in zarr (IndexError: too many indices for array; expected 0, "
+        "got 1): shape and dimension names disagree",
+        file="NCAS-CMS+pyfive/tests/data/h5netcdf_test.hdf5",
+        kind="hdf5",
+        ops=(),
+        outcome=READ_ERROR,
+        details=("too many indices",),
+    ),
+    KnownBug(
+        id="hdf5-attribute-read-hangs",
+        summary="a corrupt attribute (attr_datatypes.hdf5, one bit flipped) makes libhdf5 "
+        "spin in H5Aread for minutes; the parser reads every attribute with h5py and hangs "
+        "(h5py alone hangs too): attributes need a size bound before they are read",
+        file="NCAS-CMS+pyfive/tests/data/attr_datatypes.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 2377, "bit": 3},),
+        outcome="BUG: timeout",
+        labels=("byte 2377",),
+    ),
+    KnownBug(
+        id="hdf5-chunk-grid-unbounded",
+        summary="a dataspace of 2**32-1 elements makes HDF5Parser allocate a dense manifest "
+        "of 2**32-1 entries (MemoryError) instead of refusing the dataset",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/100B_max_dimension_size.hdf5",
+        kind="hdf5",
+        ops=(_put(832, "ffffffff00000000"),),
+        outcome=EXCEPTION,
+        error_classes=("MemoryError", "ValueError"),
+        places=(("hdf5/arrays.py", "_empty"),),
+    ),
+    KnownBug(
+        id="hdf5-h5py-errors-escape",
+        summary="h5py errors on corrupt datatypes and layouts escape build_array: ValueError/"
+        "TypeError from plan_dtype (a float type NumPy cannot represent; float128 reaching "
+        "the fill-value cast), RuntimeError from "
+        "get_offset/get_storage_size, OverflowError from chunk byte offsets past 2**63; "
+        "they should refuse the dataset (DatasetRefused 'corrupt')",
+        file="jjhelmus+pyfive/fillvalue_latest.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 784, "bit": 6}, {"op": "checksum", "start": 731, "end": 995}),
+        outcome=EXCEPTION,
+        error_classes=("ValueError", "TypeError", "RuntimeError", "OverflowError", "KeyError"),
+        places=(
+            ("hdf5/dtypes.py", "plan_dtype"),
+            ("hdf5/arrays.py", "_cached_zarr_dtype"),
+            ("fill/cast.py", "_default_fill_value"),
+            ("hdf5/arrays.py", "_contiguous_manifest"),
+            ("hdf5/arrays.py", "_chunked_manifest"),
+            ("hdf5/arrays.py", "build_array"),
+            ("hdf5/arrays.py", "_chunk_shape"),
+            ("hdf5/arrays.py", "__init__"),
+        ),
+    ),
+    KnownBug(
+        id="hdf5-single-chunk-index-smaller-than-dataset",
+        summary="a chunk index of type 'single chunk' whose chunk is smaller than the "
+        "dataset: libhdf5 repeats the one chunk everywhere, HDF5Parser references it once "
+        "and reads fill elsewhere; the header contradicts itself and should be refused",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/implicit_index_datasets.hdf5",
+        kind="hdf5",
+        ops=(_put(577, "01"), {"op": "checksum", "start": 479, "end": 759}),
+        outcome=WRONG,
+        labels=("chunk index type",),
+    ),
+    KnownBug(
+        id="hdf5-chunk-shape-disagrees-with-stored-chunks",
+        summary="stored chunks that do not decode to the chunk shape (chunk dims edited, a "
+        "filter id changed): parse succeeds, reading fails in zarr/numcodecs with ValueError "
+        "instead of a refusal at parse time or a ChunkSizeMismatchError naming the file",
+        file="jjhelmus+pyfive/compressed_v1.hdf5",
+        kind="hdf5",
+        ops=(_put(22871, "00100000"),),  # chunk dim 0: 65536 -> 4096
+        outcome=READ_ERROR,
+        details=(
+            "cannot reshape",
+            "Shuffle buffer is not an integer multiple",
+            "When changing to a larger dtype",
+        ),
+    ),
+    KnownBug(
+        id="hdf5-chunk-index-not-validated",
+        summary="a corrupt chunk index is read differently by libhdf5 (lookup by key) and by "
+        "the manifest (chunk_iter order): duplicate or out-of-order B-tree keys, unfiltered "
+        "chunks whose size is not the chunk's bytes -> silent wrong values. Covers every "
+        "HDF5 wrong-values verdict until the index is validated",
+        file="NCAS-CMS+pyfive/tests/data/chunked.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 9792, "bit": 2},),  # B-tree key (6, 6) -> (2, 6)
+        outcome=WRONG,
+        details=("elements differ",),
+    ),
+)
+
+
+def known_bug(result: dict[str, Any], label: str = "") -> str | None:
+    """The id of the known bug a verdict (of a mutation labelled ``label``) shows."""
+    for bug in KNOWN_BUGS:
+        if bug.matches(result, label):
+            return bug.id
+    return None
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[FuzzWorker]:
+    with FuzzWorker() as fuzz_worker:
+        yield fuzz_worker
+
+
+@pytest.mark.parametrize("bug", KNOWN_BUGS, ids=lambda bug: bug.id)
+def test_known_bug_is_fixed(
+    bug: KnownBug, worker: FuzzWorker, corpus_dir: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / Path(bug.file).name
+    path.write_bytes(apply_ops((corpus_dir / bug.file).read_bytes(), bug.ops))
+    result = worker.check(str(path), bug.kind, timeout=20)
+    assert acceptable(result), f"{bug.id}: {bug.summary}\nverdict: {result}"
+
+
+# -- hand-made malformed files (see test_validation.py for the cases that pass) ----------------
+
+
+def test_bytecount_overflowing_64_bits(tmp_path: Path) -> None:
+    """BigTIFF StripByteCounts 2**64-1: ``_check_uncompressed_lengths`` converts to int64
+    (OverflowError), and ``chunk_manifest``'s ``offsets + lengths`` wraps around in uint64
+    so the past-the-end check would pass."""
+    path = tmp_path / "bytecount_overflow.tif"
+    structure = _write_tiff(path, bigtiff=True)
+    _edit(path, [_element(structure, 279, 0, 2**64 - 1)])
+    with pytest.raises(CorruptFileError) as info:
+        parse_tiff(path)
+    assert_names(info.value, path, 2**64 - 1)
+
+
+@pytest.mark.parametrize("delta", [1, 37])
+def test_uncompressed_strip_longer_than_its_rows(tmp_path: Path, delta: int) -> None:
+    """An interior uncompressed strip of 5 rows x 20 bytes holding 100 + delta bytes is
+    accepted, and reading fails in zarr's bytes codec."""
+    path = tmp_path / f"strip_{delta}.tif"
+    structure = _write_tiff(path, rowsperstrip=5)
+    _edit(path, [_element(structure, 279, 1, 100 + delta)])
+    with pytest.raises(CorruptFileError) as info:
+        parse_tiff(path)
+    assert_names(info.value, path, 100 + delta, 100)
+
+
+def test_single_strip_longer_than_image(tmp_path: Path) -> None:
+    """ImageWidth says 2 columns, the one uncompressed strip holds 20 x 20 bytes: the last
+    strip's length is not checked when RowsPerStrip divides the image."""
+    path = tmp_path / "narrowed.tif"
+    structure = _write_tiff(path)
+    _edit(path, _scalar(structure, 256, 2))
+    with pytest.raises(CorruptFileError) as info:
+        parse_tiff(path)
+    assert_names(info.value, path, 400, 40)
+
+
+def test_image_width_of_10_to_the_12(tmp_path: Path) -> None:
+    """BigTIFF ImageWidth 10**12 over a 400-byte strip parses (the single strip's length
+    is never compared with its 20 x 10**12 bytes)."""
+    path = tmp_path / "huge_width.tif"
+    structure = _write_tiff(path, bigtiff=True)
+    _edit(path, _scalar(structure, 256, 10**12))
+    with pytest.raises(VirtualizarrFillError) as info:
+        parse_tiff(path)
+    assert_names(info.value, path, 10**12)
+
+
+def test_hdf5_unopenable_dataset_with_on_unsupported_raise(tmp_path: Path) -> None:
+    """A contiguous dataset whose data runs past the end: libhdf5 refuses to open the
+    object, and the parser's link walk skips it with a SkippedLinkWarning even when
+    ``on_unsupported="raise"`` asks for an error."""
+    path = tmp_path / "data_past_eof.h5"
+    _write_hdf5(path)
+    hdf5_structure.cache_clear()
+    structure = hdf5_structure(str(path))
+    address = next(f for f in structure.fields if f.label == "contiguous data address")
+    moved = structure.size - 100
+    _edit(
+        path,
+        [{"op": "put", "pos": address.pos, "hex": moved.to_bytes(address.width, "little").hex()}],
+    )
+    with pytest.raises(CorruptFileError) as info:
+        parse_hdf5(path, on_unsupported="raise")
+    assert_names(info.value, path)

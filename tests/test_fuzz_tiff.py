@@ -1,0 +1,185 @@
+"""Fuzzing TIFFParser with structural mutations of small real TIFFs.
+
+Every mutated file must either parse into references that read back exactly what
+tifffile reads from the same bytes, or be refused at parse time with a project error
+naming the file -- never another exception, a crash, a hang or a memory blow-up. Cases
+run in a worker process (``tests/_fuzz_worker.py``) so that a crash or a hang in a C
+decoder costs one case; hypothesis is derandomised, so CI runs the same cases every time.
+
+Verdicts matching a bug listed in ``tests/test_fuzz_known_bugs.py`` (each with its own
+failing test there) are counted, not failed, here; any other failure is a new bug.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
+
+from tests._fuzz_mutations import Mutation, TiffStructure, apply_ops, tiff_mutation, tiff_structure
+from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
+from tests.test_fuzz_known_bugs import known_bug
+
+pytestmark = pytest.mark.corpus
+
+#: Small real TIFFs: strips and tiles, chunky and planar, 1-5 bands, uint8/int16/float32/
+#: float16, little- and big-endian, BigTIFF, none/deflate+predictor 3/LZW/PackBits.
+TIFF_FILES = (
+    "rasterio+rasterio/byte.tif",
+    "rasterio+rasterio/float_nan.tif",
+    "rasterio+rasterio/rotated.tif",
+    "OSGeo+PROJ/test_vgrid_bigendian.tif",
+    "OSGeo+PROJ/test_vgrid_deflate_floatingpointpredictor.tif",
+    "OSGeo+PROJ/test_vgrid_nodata.tif",
+    "OSGeo+PROJ/test_hgrid_strip.tif",
+    "OSGeo+PROJ/test_hgrid_separate.tif",
+    "image-rs+image-tiff/geo-5b.tif",
+    "image-rs+image-tiff/random-fp16-pred3.tiff",
+    "image-rs+image-tiff/BigTIFFMotorola.tif",
+    "mapnik+test-data/tiff_rgb8_stripped_band.tif",
+    "cogeotiff+rio-tiler/cog_uint8_rgba.tif",
+)
+#: Files whose every structural boundary is a truncation point.
+TRUNCATED_FILES = (
+    "rasterio+rasterio/byte.tif",
+    "OSGeo+PROJ/test_vgrid_deflate_floatingpointpredictor.tif",
+    "image-rs+image-tiff/BigTIFFMotorola.tif",
+    "cogeotiff+rio-tiler/cog_uint8_rgba.tif",
+)
+CASE_TIMEOUT = 10.0
+
+
+class HypothesisChooser:
+    """The mutation generators' choices, drawn by hypothesis (so failures shrink)."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+
+    def choice(self, options: Any) -> Any:
+        return self.data.draw(st.sampled_from(list(options)))
+
+    def integer(self, low: int, high: int) -> int:
+        return self.data.draw(st.integers(low, high))
+
+
+def record(event_text: str, *notes: str) -> None:
+    """Count an outcome and note the case, when running under hypothesis."""
+    if not currently_in_test_context():
+        return
+    for text in notes:
+        note(text)
+    event(event_text)
+
+
+@pytest.fixture(scope="module")
+def worker() -> Any:
+    with FuzzWorker() as fuzz_worker:
+        yield fuzz_worker
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fuzz_tiff")
+
+
+def judge(worker: FuzzWorker, corpus: Path, scratch: Path, mutation: Mutation) -> dict[str, Any]:
+    """The verdict on a mutation; fails the test unless acceptable or a known bug."""
+    source = corpus / mutation.file
+    path = scratch / f"case{Path(mutation.file).suffix}"
+    path.write_bytes(mutation.apply(source.read_bytes()))
+    result = worker.check(str(path), "tiff", timeout=CASE_TIMEOUT)
+    outcome = str(result["outcome"])
+    if "error_class" in result:
+        outcome += f" ({result['error_class']})"
+    record(outcome, f"mutation: {mutation.to_json()}", f"verdict: {result}")
+    if not acceptable(result):
+        bug = known_bug(result, mutation.label)
+        if bug is not None:
+            record(f"known bug {bug}")
+            return result
+        pytest.fail(
+            f"{result['outcome']} for {mutation.file} after {mutation.label}: "
+            f"{result.get('error') or result.get('detail')}\nmutation: {mutation.to_json()}"
+            f"\nverdict: {result}"
+        )
+    return result
+
+
+@settings(
+    max_examples=600,
+    deadline=timedelta(seconds=60),
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_mutated_tiff_reads_exactly_or_is_refused(
+    data: st.DataObject, worker: FuzzWorker, corpus_dir: Path, scratch: Path
+) -> None:
+    name = data.draw(st.sampled_from(TIFF_FILES))
+    mutation = tiff_mutation(str(corpus_dir / name), name, HypothesisChooser(data))
+    judge(worker, corpus_dir, scratch, mutation)
+
+
+@pytest.mark.parametrize("name", TRUNCATED_FILES)
+def test_truncation_at_every_boundary(
+    name: str, worker: FuzzWorker, corpus_dir: Path, scratch: Path
+) -> None:
+    structure = tiff_structure(str(corpus_dir / name))
+    outcomes = set()
+    for point in structure.boundaries():
+        mutation = Mutation(name, f"truncate to {point}", [{"op": "truncate", "size": point}])
+        outcomes.add(judge(worker, corpus_dir, scratch, mutation)["outcome"])
+    # A truncated file can never read back whole: some cut must have been refused.
+    assert "refused" in outcomes
+
+
+def _scalar_tag(structure: TiffStructure, code: int) -> Any:
+    return next(e for e in structure.entries if e.code == code and e.ifd == 0)
+
+
+def _set_long(structure: TiffStructure, code: int, value: int) -> list[dict[str, Any]]:
+    from tests._fuzz_mutations import _tiff_set_scalar
+
+    return _tiff_set_scalar(structure, _scalar_tag(structure, code), value)
+
+
+HUGE_HEADERS = {
+    # (file, {tag: value}): dimensions far beyond the file, segment grids of billions.
+    "width 2**32-1, one strip": ("rasterio+rasterio/byte.tif", {256: 2**32 - 1}),
+    "height 2**32-1, rows per strip 1": ("rasterio+rasterio/byte.tif", {257: 2**32 - 1, 278: 1}),
+    "width and height 2**32-1": ("rasterio+rasterio/byte.tif", {256: 2**32 - 1, 257: 2**32 - 1}),
+    "tiles of 16 over 2**32-1 x 2**32-1": (
+        "cogeotiff+rio-tiler/cog_uint8_rgba.tif",
+        {256: 2**32 - 1, 257: 2**32 - 1, 322: 16, 323: 16},
+    ),
+    "BigTIFF width 10**12": ("image-rs+image-tiff/BigTIFFMotorola.tif", {256: 10**12}),
+    "BigTIFF 10**12 x 10**12, one row per strip": (
+        "image-rs+image-tiff/BigTIFFMotorola.tif",
+        {256: 10**12, 257: 10**12, 278: 1},
+    ),
+    "65535 samples per pixel": ("rasterio+rasterio/byte.tif", {277: 0xFFFF}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HUGE_HEADERS))
+def test_huge_dimensions_bounded_in_time_and_memory(
+    case: str, corpus_dir: Path, tmp_path: Path
+) -> None:
+    """Headers claiming billions of elements or segments: a fresh process per case, so
+    its peak RSS is exactly this case's."""
+    name, tags = HUGE_HEADERS[case]
+    structure = tiff_structure(str(corpus_dir / name))
+    ops = [op for code, value in tags.items() for op in _set_long(structure, code, value)]
+    path = tmp_path / Path(name).name
+    path.write_bytes(apply_ops((corpus_dir / name).read_bytes(), ops))
+    result = run_once(str(path), "tiff", timeout=60)
+    assert result["outcome"] != BUG_MEMORY, result
+    assert acceptable(result) or known_bug(result) is not None, (
+        f"{case}: {result}\nmutation: {Mutation(name, case, ops).to_json()}"
+    )
