@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from zarr.abc.codec import BytesBytesCodec
 from zarr.core.dtype.common import HasItemSize
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
 
 
 def fixed_item_size(chunk_spec: ArraySpec) -> int | None:
@@ -28,3 +31,35 @@ def expected_nbytes(chunk_spec: ArraySpec) -> int | None:
     if item_size is None:
         return None
     return math.prod(chunk_spec.shape) * item_size
+
+
+class EdgeCodec(BytesBytesCodec):
+    """Shared behaviour of the codecs that shrink oversized stored chunks on read.
+
+    Subclasses implement ``_decode_sync``. Encoding is a no-op (padding on write is the
+    writer's concern) and the output size depends on the input, not only on the spec.
+    """
+
+    is_fixed_size = False
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        raise NotImplementedError
+
+    async def decode(
+        self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
+    ) -> Iterable[Buffer | None]:
+        # A slice or a small copy per chunk: decode the batch inline rather than
+        # scheduling one task per chunk.
+        return [None if b is None else self._decode_sync(b, s) for b, s in chunks_and_specs]
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return self._decode_sync(chunk_bytes, chunk_spec)
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return chunk_bytes
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return chunk_bytes
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        return input_byte_length

@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
-from virtualizarr_fill.codecs._common import expected_nbytes, fixed_item_size
+from virtualizarr_fill.codecs._common import EdgeCodec, expected_nbytes, fixed_item_size
 from virtualizarr_fill.errors import ChunkSizeMismatchError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
     from typing import Self
 
     from zarr.core.array_spec import ArraySpec
@@ -50,10 +48,8 @@ def _parse_stored_shape(value: object) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class CropCodec(BytesBytesCodec):
+class CropCodec(EdgeCodec):
     """Bytes->bytes codec that crops a chunk stored at ``stored_shape`` to its logical shape."""
-
-    is_fixed_size = False
 
     stored_shape: tuple[int, ...]
 
@@ -95,25 +91,6 @@ class CropCodec(BytesBytesCodec):
         cropped = stored.reshape(self.stored_shape)[tuple(slice(0, n) for n in logical_shape)]
         contiguous = np.ascontiguousarray(cropped).view(np.uint8).reshape(-1)
         return chunk_spec.prototype.buffer.from_array_like(contiguous)
-
-    async def decode(
-        self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
-    ) -> Iterable[Buffer | None]:
-        # Trimming is a slice or a small copy: decode the whole batch inline rather than
-        # scheduling one task per chunk.
-        return [None if b is None else self._decode_sync(b, s) for b, s in chunks_and_specs]
-
-    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        return self._decode_sync(chunk_bytes, chunk_spec)
-
-    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
-        return chunk_bytes
-
-    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
-        return chunk_bytes
-
-    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
-        return input_byte_length
 
 
 __all__ = ["CROP_CODEC_NAME", "CropCodec"]
