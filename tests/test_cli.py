@@ -673,3 +673,22 @@ def test_parser_options(
     assert json.loads(out)["files"][0]["groups"][0]["arrays"] == []
     code, _, err = _run(capsys, "inspect", str(h5), "--tiff-option", "no_such_option=1")
     assert code == EXIT_USAGE and "no_such_option" in err
+
+
+def test_build_refuses_files_whose_data_types_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Combining needs a cast that virtual references cannot do: a clear error, exit 3."""
+    paths = []
+    for index, dtype in enumerate(["<f4", "<f8"]):
+        path = tmp_path / f"part{index}.h5"
+        with h5py.File(path, "w") as f:
+            f.create_dataset("v", data=np.arange(6, dtype=dtype), chunks=(4,))
+        paths.append(str(path))
+    code, _, err = _run(
+        capsys, "build", *paths, "--concat-dim", "phony_dim_0", "--out", str(tmp_path / "o.json")
+    )
+    assert code == EXIT_BAD_INPUT, err
+    assert "cannot be combined along 'phony_dim_0'" in err
+    assert "internal error" not in err
+    assert not (tmp_path / "o.json").exists()

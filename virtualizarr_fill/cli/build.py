@@ -91,6 +91,14 @@ def combine(
         raise CliError(
             f"the files cannot be combined along {dim!r}: {error}", EXIT_BAD_INPUT
         ) from None
+    except NotImplementedError as error:
+        # xarray asks virtual arrays for what only loaded data can do (e.g. casting
+        # when the files' data types differ).
+        raise CliError(
+            f"the files cannot be combined along {dim!r}: they differ in a way virtual "
+            f"references cannot reconcile, such as data types ({error})",
+            EXIT_BAD_INPUT,
+        ) from None
 
 
 def _is_virtual(variable: Any) -> bool:
