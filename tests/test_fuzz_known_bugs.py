@@ -17,9 +17,6 @@ from typing import Any
 
 import pytest
 
-# Open bugs: excluded from the default run (see pyproject's addopts), run them with
-# `pytest -m known_bug`. Each fails until its bug is fixed; then delete its entry.
-pytestmark = pytest.mark.known_bug
 
 from tests._fuzz_mutations import apply_ops, hdf5_structure
 from tests._fuzz_worker import FuzzWorker, acceptable
@@ -35,7 +32,9 @@ from tests.test_validation import (
 )
 from virtualizarr_fill.errors import CorruptFileError, VirtualizarrFillError
 
-pytestmark = pytest.mark.corpus
+# Open bugs: excluded from the default run (see pyproject's addopts), run them with
+# `pytest -m known_bug`. Each fails until its bug is fixed; then delete its entry.
+pytestmark = [pytest.mark.known_bug, pytest.mark.corpus]
 
 
 @dataclass(frozen=True)
