@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-
 from tests._fuzz_mutations import apply_ops, hdf5_structure
 from tests._fuzz_worker import FuzzWorker, acceptable
 from tests.test_validation import (
@@ -32,9 +31,10 @@ from tests.test_validation import (
 )
 from virtualizarr_fill.errors import CorruptFileError, VirtualizarrFillError
 
-# Open bugs: excluded from the default run (see pyproject's addopts), run them with
-# `pytest -m known_bug`. Each fails until its bug is fixed; then delete its entry.
-pytestmark = [pytest.mark.known_bug, pytest.mark.corpus]
+# Open bugs are marked ``known_bug``: excluded from the default run (see pyproject's
+# addopts), run with `pytest -m known_bug`; each fails until fixed. A fixed bug's entry
+# moves to FIXED_BUGS, whose repros run by default as regression tests.
+pytestmark = pytest.mark.corpus
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ READ_ERROR = "BUG: read-time error"
 WRONG = "BUG: wrong values"
 TAG_ERRORS = ("ValueError", "TypeError", "OverflowError", "IndexError", "ZeroDivisionError")
 
-KNOWN_BUGS: tuple[KnownBug, ...] = (
+#: Bugs found by fuzzing and fixed: their repros guard against regressions.
+FIXED_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         id="tiff-tifffile-exceptions-escape",
         summary="tifffile raises TypeError/IndexError/ValueError/struct.error on malformed "
@@ -214,6 +215,10 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         outcome=READ_ERROR,
         details=("cannot reshape", "When changing to a larger dtype"),
     ),
+)
+
+#: Open bugs: fuzz verdicts matching one are counted, not failed.
+KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         id="hdf5-object-address-runtime-error",
         summary="h5py.h5o.get_info on a group with a corrupt local heap or checksum raises "
@@ -374,14 +379,26 @@ def worker() -> Iterator[FuzzWorker]:
         yield fuzz_worker
 
 
-@pytest.mark.parametrize("bug", KNOWN_BUGS, ids=lambda bug: bug.id)
-def test_known_bug_is_fixed(
-    bug: KnownBug, worker: FuzzWorker, corpus_dir: Path, tmp_path: Path
-) -> None:
+def _check_repro(bug: KnownBug, worker: FuzzWorker, corpus_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / Path(bug.file).name
     path.write_bytes(apply_ops((corpus_dir / bug.file).read_bytes(), bug.ops))
     result = worker.check(str(path), bug.kind, timeout=20)
     assert acceptable(result), f"{bug.id}: {bug.summary}\nverdict: {result}"
+
+
+@pytest.mark.known_bug
+@pytest.mark.parametrize("bug", KNOWN_BUGS, ids=lambda bug: bug.id)
+def test_known_bug_is_fixed(
+    bug: KnownBug, worker: FuzzWorker, corpus_dir: Path, tmp_path: Path
+) -> None:
+    _check_repro(bug, worker, corpus_dir, tmp_path)
+
+
+@pytest.mark.parametrize("bug", FIXED_BUGS, ids=lambda bug: bug.id)
+def test_fixed_bug_stays_fixed(
+    bug: KnownBug, worker: FuzzWorker, corpus_dir: Path, tmp_path: Path
+) -> None:
+    _check_repro(bug, worker, corpus_dir, tmp_path)
 
 
 # -- hand-made malformed files (see test_validation.py for the cases that pass) ----------------
@@ -433,6 +450,7 @@ def test_image_width_of_10_to_the_12(tmp_path: Path) -> None:
     assert_names(info.value, path, 10**12)
 
 
+@pytest.mark.known_bug
 def test_hdf5_unopenable_dataset_with_on_unsupported_raise(tmp_path: Path) -> None:
     """A contiguous dataset whose data runs past the end: libhdf5 refuses to open the
     object, and the parser's link walk skips it with a SkippedLinkWarning even when

@@ -34,6 +34,7 @@ import copy
 import dataclasses
 import functools
 import logging
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -54,6 +55,7 @@ from virtualizarr_fill.errors import (
     CorruptFileError,
     NotATiffError,
     UnsupportedFeatureError,
+    VirtualizarrFillError,
 )
 from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
@@ -66,6 +68,9 @@ if TYPE_CHECKING:
 
 DATA_VARIABLE = "band_data"
 SPATIAL_REF = "spatial_ref"
+#: Longest x or y axis whose pixel-centre coordinates are built (512 MiB of float64 each);
+#: longer axes only come from damaged image dimensions.
+MAX_COORDINATE_LENGTH = 2**26
 CHUNK_KEY_ENCODING = {"name": "default", "configuration": {"separator": "/"}}
 
 
@@ -112,7 +117,16 @@ class TIFFParser:
     def parse(self, url: str, reader: StoreFile) -> ManifestGroup:
         """The manifest group of the TIFF read through ``reader`` (``url`` names the chunks)."""
         with _quiet_tifffile():
-            return self._parse(url, reader)
+            try:
+                return self._parse(url, reader)
+            except VirtualizarrFillError:
+                raise
+            except _MALFORMED_HEADER_ERRORS as error:
+                # tifffile and the tag mappings index, unpack and convert tag values as
+                # the file states them; a malformed IFD surfaces as one of these.
+                raise CorruptFileError(
+                    f"{url}: malformed TIFF header ({type(error).__name__}: {error})"
+                ) from error
 
     def _parse(self, url: str, reader: StoreFile) -> ManifestGroup:
         tif = _open_tiff(reader, url)
@@ -125,6 +139,17 @@ class TIFFParser:
                 return _stacked_group(tif, context)
             page = _select_page(tif, self.ifd, url)
             return _image_group(page, context, source=_source(url, page))
+
+
+_MALFORMED_HEADER_ERRORS = (
+    TypeError,
+    IndexError,
+    KeyError,
+    ValueError,
+    struct.error,
+    OverflowError,
+    ZeroDivisionError,
+)
 
 
 @dataclass(frozen=True)
@@ -188,6 +213,8 @@ def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
                 f"{url}: IFD {ifd} does not exist (the file has {len(tif.pages)} IFDs)"
             )
         return _as_page(tif.pages[ifd])
+    if not len(tif.pages):
+        raise CorruptFileError(f"{url}: the IFD chain holds no image")
     first = _as_page(tif.pages.first)
     if _is_main_image(first):
         return first
@@ -221,6 +248,8 @@ def _image_array(
         source,
         packed_bits=sample.bits if sample.packed else None,
     )
+    # Segments past the end of the file are refused before their lengths are judged.
+    manifest = segments.chunk_manifest(page, layout, context.url, context.file_size, source)
     decision = segments.decide_grid(
         page,
         layout,
@@ -230,7 +259,6 @@ def _image_array(
         source,
         probe_last_strip=context.options.probe_last_strip,
     )
-    manifest = segments.chunk_manifest(page, layout, context.url, context.file_size, source)
     attrs = metadata.array_attributes(
         page, dtype, layout.samples, source, on_out_of_range=context.options.on_out_of_range
     )
@@ -291,7 +319,7 @@ def _image_group(
     band_data = _image_array(
         page, context, source, _grid_mapping_attributes(georef), name=report_name
     )
-    arrays = {DATA_VARIABLE: band_data, **_coordinate_arrays(georef, band_data.shape)}
+    arrays = {DATA_VARIABLE: band_data, **_coordinate_arrays(georef, band_data.shape, context.url)}
     attributes = _group_attributes(georef, page.index if ifd is None else ifd)
     return ManifestGroup(arrays=arrays, attributes=attributes)
 
@@ -332,13 +360,18 @@ def _grid_mapping_attributes(georef: geo.Georeference) -> dict[str, Any]:
 
 
 def _coordinate_arrays(
-    georef: geo.Georeference, shape: tuple[int, ...]
+    georef: geo.Georeference, shape: tuple[int, ...], url: str
 ) -> dict[str, ManifestArray]:
     """Inlined ``band``, ``x``, ``y`` and ``spatial_ref`` arrays for an image of ``shape``."""
     bands, height, width = shape[-3:]
     arrays: dict[str, ManifestArray] = {}
     arrays["band"] = inlined_array(np.arange(1, bands + 1, dtype=np.int64), ("band",))
     if georef.transform is not None and georef.axis_aligned:
+        if max(height, width) > MAX_COORDINATE_LENGTH:
+            raise CorruptFileError(
+                f"{url}: image of {height}x{width} pixels; x/y coordinates are limited to "
+                f"{MAX_COORDINATE_LENGTH} values (a damaged ImageWidth or ImageLength?)"
+            )
         x, y = geo.pixel_centres(georef.transform, height, width)
         arrays["x"] = inlined_array(x, ("x",))
         arrays["y"] = inlined_array(y, ("y",))
@@ -440,7 +473,10 @@ def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
         stacked.metadata, dimension_names=("page", "band", "y", "x")
     )
     band_data = manifest_array(stacked_metadata, stacked.manifest)
-    arrays_out = {DATA_VARIABLE: band_data, **_coordinate_arrays(georef, band_data.shape)}
+    arrays_out = {
+        DATA_VARIABLE: band_data,
+        **_coordinate_arrays(georef, band_data.shape, context.url),
+    }
     arrays_out["page"] = inlined_array(np.arange(len(arrays), dtype=np.int64), ("page",))
     return ManifestGroup(arrays=arrays_out, attributes=_group_attributes(georef, pages[0].index))
 

@@ -72,13 +72,17 @@ def chunk_manifest(
     offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
     lengths = np.asarray(page.databytecounts, dtype=np.uint64).reshape(layout.grid_shape)
     sparse = (offsets == 0) | (lengths == 0)
-    ends = offsets + lengths
-    beyond = ~sparse & (ends > np.uint64(file_size))
+    size = np.uint64(file_size)
+    # Compared without forming offset + length, which wraps around in uint64.
+    with np.errstate(over="ignore"):
+        beyond = ~sparse & ((lengths > size) | (offsets > size - lengths))
     if beyond.any():
         index = tuple(int(i) for i in np.argwhere(beyond)[0])
+        end = int(offsets[index]) + int(lengths[index])
         raise CorruptFileError(
-            f"{source}: segment {index} ends at byte {int(ends[index])}, past the end of the "
-            f"{file_size}-byte file (truncated file?)"
+            f"{source}: segment {index} ends at byte {end} (offset {int(offsets[index])}, "
+            f"{int(lengths[index])} bytes), past the end of the {file_size}-byte file "
+            "(truncated file?)"
         )
     paths = np.full(layout.grid_shape, url, dtype=np.dtypes.StringDType())
     paths[sparse] = ""
@@ -108,30 +112,62 @@ def _row_bytes(layout: SegmentLayout, itemsize: int, chain: CodecChain | None = 
     return bands * cols * itemsize
 
 
+# Byte counts above this are past any file; clipping keeps them comparable in int64.
+_LENGTH_CLIP = np.uint64(2**62)
+
+
+def _segment_lengths(page: TiffPage, layout: SegmentLayout) -> np.ndarray:
+    """Byte counts as int64 in the grid's shape, 0 for sparse segments."""
+    offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = np.asarray(page.databytecounts, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = np.minimum(lengths, _LENGTH_CLIP)
+    lengths[offsets == 0] = 0
+    return lengths.astype(np.int64)
+
+
 def _last_strip_lengths(page: TiffPage, layout: SegmentLayout) -> list[int]:
-    lengths = np.asarray(page.databytecounts, dtype=np.int64).reshape(layout.grid_shape)
+    lengths = _segment_lengths(page, layout)
     return [int(n) for n in lengths[:, -1, 0] if n > 0]
+
+
+def _refuse_length(
+    source: str, layout: SegmentLayout, index: tuple[int, ...], length: int, expected: str
+) -> CorruptFileError:
+    kind = "tile" if layout.tiled else "strip"
+    bands, height, width = layout.shape
+    return CorruptFileError(
+        f"{source}: uncompressed {kind} {index} holds {length} bytes, expected {expected} "
+        f"(a {bands}x{height}x{width} image in {layout.chunk_shape[1]}x"
+        f"{layout.chunk_shape[2]} segments)"
+    )
 
 
 def _check_uncompressed_lengths(
     page: TiffPage, layout: SegmentLayout, itemsize: int, chain: CodecChain, source: str
 ) -> None:
-    """Every stored strip/tile must hold at least its rows (else the file is damaged)."""
-    lengths = np.asarray(page.databytecounts, dtype=np.int64).reshape(layout.grid_shape)
-    full = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
+    """Stored uncompressed segments must hold exactly their bytes (else the file is damaged).
+
+    Tiles and interior strips are full size; the last strip holds at least the rows left
+    in the image and at most RowsPerStrip rows (longer ones are trimmed by truncation).
+    """
+    lengths = _segment_lengths(page, layout)
+    row = _row_bytes(layout, itemsize, chain)
+    full = layout.chunk_shape[1] * row
+    interior = lengths if layout.tiled else lengths[:, :-1, :]
+    wrong = (interior > 0) & (interior != full)
+    if wrong.any():
+        index = tuple(int(i) for i in np.argwhere(wrong)[0])
+        raise _refuse_length(source, layout, index, int(interior[index]), str(full))
     if layout.tiled:
-        short = lengths[(lengths > 0) & (lengths < full)]
-        if short.size:
-            raise CorruptFileError(
-                f"{source}: uncompressed tile of {int(short[0])} bytes, expected {full}"
-            )
         return
-    interior = lengths[:, :-1, :]
-    short = interior[(interior > 0) & (interior < full)]
-    if short.size:
-        raise CorruptFileError(
-            f"{source}: uncompressed strip of {int(short[0])} bytes, expected {full}"
-        )
+    short = layout.last_strip_rows * row
+    last = lengths[:, -1, :]
+    wrong = (last > 0) & ((last < short) | (last > full))
+    if wrong.any():
+        plane = int(np.argwhere(wrong)[0][0])
+        index = (plane, layout.grid_shape[1] - 1, 0)
+        expected = str(full) if short == full else f"{short} to {full}"
+        raise _refuse_length(source, layout, index, int(last[plane, 0]), expected)
 
 
 def _truncating(chain: CodecChain, layout: SegmentLayout) -> list[BaseCodec[Any, Any]]:
@@ -204,8 +240,8 @@ def decoded_strip_rows(page: TiffPage, offset: int, length: int, read: ReadRange
 def _image_codec_grid(
     page: TiffPage, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
 ) -> GridDecision:
-    offsets = np.asarray(page.dataoffsets, dtype=np.int64).reshape(layout.grid_shape)
-    lengths = np.asarray(page.databytecounts, dtype=np.int64).reshape(layout.grid_shape)
+    offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = _segment_lengths(page, layout)
     rows_seen = set()
     for plane in range(layout.grid_shape[0]):
         offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
@@ -232,8 +268,8 @@ def probe_last_strip_padded(
 ) -> bool:
     """Decompress the last strip(s) and report whether they hold RowsPerStrip rows."""
     full_bytes = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
-    offsets = np.asarray(page.dataoffsets, dtype=np.int64).reshape(layout.grid_shape)
-    lengths = np.asarray(page.databytecounts, dtype=np.int64).reshape(layout.grid_shape)
+    offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = _segment_lengths(page, layout)
     for plane in range(layout.grid_shape[0]):
         offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
         if offset == 0 or length == 0:

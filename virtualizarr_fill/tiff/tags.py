@@ -8,6 +8,7 @@ cannot express, so that unsupported files fail while parsing and never while rea
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -101,6 +102,100 @@ def _packed_dtype(bits: int) -> np.dtype:
     return np.dtype("u1" if bits <= 8 else "u2" if bits <= 16 else "u4")
 
 
+# TIFF field type sizes in bytes, for values stored outside the IFD entry.
+_FIELD_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8}
+_FIELD_TYPE_SIZES.update({13: 4, 16: 8, 17: 8, 18: 8})
+
+
+def _check_per_sample_tag(page: TiffPage, code: int, name: str, source: str) -> None:
+    """A per-sample tag holds one value or one per sample, all within the file.
+
+    tifffile keeps the first SamplesPerPixel values of a longer array (a workaround for
+    one vendor's files) and reads whatever bytes a too-large count points at; such a tag
+    describes samples the image does not have.
+    """
+    tag = page.tags.get(code)
+    if tag is None:
+        return
+    samples = int(page.samplesperpixel)
+    count = int(tag.count)
+    lsm = bool(getattr(page.parent, "is_lsm", False))
+    if count != 1 and count != samples and not (lsm and count > samples):
+        raise CorruptFileError(
+            f"{source}: {name} (tag {code}) has {count} values for {samples} samples per "
+            "pixel; expected 1 or one per sample"
+        )
+    size = count * _FIELD_TYPE_SIZES.get(int(tag.dtype), 1)
+    file_size = getattr(page.parent.filehandle, "size", None)
+    if file_size is not None and int(tag.valueoffset) + size > int(file_size):
+        raise CorruptFileError(
+            f"{source}: {name} (tag {code}) values end at byte "
+            f"{int(tag.valueoffset) + size}, past the end of the {int(file_size)}-byte file"
+        )
+
+
+# Tags that decide how the data is laid out or decoded: when tifffile cannot read one it
+# logs and drops it, and the page silently gets the tag's default instead.
+_ESSENTIAL_TAGS = {
+    256: "ImageWidth",
+    257: "ImageLength",
+    258: "BitsPerSample",
+    259: "Compression",
+    262: "PhotometricInterpretation",
+    273: "StripOffsets",
+    277: "SamplesPerPixel",
+    278: "RowsPerStrip",
+    279: "StripByteCounts",
+    284: "PlanarConfiguration",
+    317: "Predictor",
+    322: "TileWidth",
+    323: "TileLength",
+    324: "TileOffsets",
+    325: "TileByteCounts",
+    339: "SampleFormat",
+    347: "JPEGTables",
+    530: "YCbCrSubSampling",
+}
+
+
+def _ifd_tag_codes(page: TiffPage) -> list[int]:
+    """Tag codes listed in the page's IFD, read from its entries (tifffile keeps only the
+    tags it could decode, with no record of the others)."""
+    tiff = page.parent.tiff
+    handle = page.parent.filehandle
+    position = handle.tell()
+    try:
+        handle.seek(page.offset)
+        head = handle.read(tiff.tagnosize)
+        (count,) = struct.unpack(tiff.tagnoformat, head)
+        entries = handle.read(tiff.tagsize * min(int(count), 4096))
+    finally:
+        handle.seek(position)
+    byteorder = page.parent.byteorder
+    return [
+        struct.unpack(f"{byteorder}H", entries[i : i + 2])[0]
+        for i in range(0, len(entries) - 1, tiff.tagsize)
+    ]
+
+
+def check_unreadable_tags(page: TiffPage, source: str) -> None:
+    """Refuse an IFD whose layout or codec tags tifffile could not read."""
+    missing = [code for code in _ifd_tag_codes(page) if code in _ESSENTIAL_TAGS]
+    missing = [code for code in missing if code not in page.tags]
+    if missing:
+        code = missing[0]
+        raise CorruptFileError(
+            f"{source}: {_ESSENTIAL_TAGS[code]} (tag {code}) is unreadable (invalid field "
+            "type, count or value offset)"
+        )
+
+
+def check_sample_tags(page: TiffPage, source: str) -> None:
+    """Refuse BitsPerSample (258) and SampleFormat (339) arrays that do not fit the image."""
+    _check_per_sample_tag(page, 258, "BitsPerSample", source)
+    _check_per_sample_tag(page, 339, "SampleFormat", source)
+
+
 def sample_type(page: TiffPage, source: str, *, image_codec: bool = False) -> SampleType:
     """Data type from SampleFormat (339) and BitsPerSample (258).
 
@@ -108,6 +203,8 @@ def sample_type(page: TiffPage, source: str, *, image_codec: bool = False) -> Sa
     12-bit data) are unpacked into the next larger unsigned type, as GDAL reads them;
     image codecs (``image_codec``) deliver such samples unpacked themselves.
     """
+    check_unreadable_tags(page, source)
+    check_sample_tags(page, source)
     bits = _uniform(page.bitspersample, "BitsPerSample", source)
     tag = page.tags.get(339)
     sampleformat = (
@@ -147,8 +244,41 @@ def _rows_per_strip(page: TiffPage) -> int:
     return min(max(rows, 1), int(page.imagelength))
 
 
+# TIFF field types an offset or byte-count array may have: SHORT, LONG, IFD, LONG8, IFD8.
+_SEGMENT_TAG_TYPES = {3: "SHORT", 4: "LONG", 13: "IFD", 16: "LONG8", 18: "IFD8"}
+_SEGMENT_TAGS = {
+    273: "StripOffsets",
+    279: "StripByteCounts",
+    324: "TileOffsets",
+    325: "TileByteCounts",
+}
+
+
+def check_segment_tag_types(page: TiffPage, source: str) -> None:
+    """Refuse strip/tile offsets and byte counts stored with a non-integer field type.
+
+    tifffile decodes such values anyway (bytes of an UNDEFINED field, floats), and the
+    numbers it yields are not the segments the writer meant.
+    """
+    for code, name in _SEGMENT_TAGS.items():
+        tag = page.tags.get(code)
+        if tag is None:
+            continue
+        if int(tag.dtype) not in _SEGMENT_TAG_TYPES:
+            raise CorruptFileError(
+                f"{source}: {name} (tag {code}) has field type {int(tag.dtype)}; "
+                f"expected one of {', '.join(_SEGMENT_TAG_TYPES.values())}"
+            )
+
+
+# SamplesPerPixel is a SHORT field in TIFF 6.0; larger values come from damaged IFDs and
+# would make per-band coordinates and attributes unbounded.
+_MAX_SAMPLES = 65535
+
+
 def segment_layout(page: TiffPage, source: str) -> SegmentLayout:
     """Array shape, segment shape and segment grid from the image and tile/strip tags."""
+    check_segment_tag_types(page, source)
     if int(page.imagedepth) > 1 or int(getattr(page, "tiledepth", 1)) > 1:
         raise UnsupportedFeatureError(
             f"{source}: volumetric images (ImageDepth>1) are not supported"
@@ -157,6 +287,10 @@ def segment_layout(page: TiffPage, source: str) -> SegmentLayout:
     if height == 0 or width == 0:
         raise UnsupportedFeatureError(f"{source}: empty image ({height}x{width})")
     samples = int(page.samplesperpixel)
+    if not 1 <= samples <= _MAX_SAMPLES:
+        raise CorruptFileError(
+            f"{source}: SamplesPerPixel {samples} is outside 1..{_MAX_SAMPLES} (a SHORT field)"
+        )
     interleaved = samples > 1 and int(page.planarconfig) == 1
     if page.is_tiled:
         rows, cols = int(page.tilelength), int(page.tilewidth)
@@ -185,6 +319,9 @@ __all__ = [
     "SampleType",
     "SegmentLayout",
     "byte_order",
+    "check_sample_tags",
+    "check_unreadable_tags",
+    "check_segment_tag_types",
     "sample_dtype",
     "sample_type",
     "segment_layout",
