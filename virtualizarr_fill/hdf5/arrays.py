@@ -92,10 +92,12 @@ class ArrayContext:
 
 @dataclass(frozen=True)
 class Target:
-    """The array a dataset becomes: its netCDF shape and dimension names."""
+    """The array a dataset becomes: its netCDF shape and dimension names, and the path
+    it is reported under (default: the dataset's own name)."""
 
     shape: tuple[int, ...]
     dimension_names: tuple[str, ...]
+    path: str | None = None
 
 
 # ---------------------------------------------------------------------------------
@@ -126,7 +128,11 @@ def build_array(
         # Larger than any file can hold: the dataspace message is garbage.
         raise DatasetRefused("corrupt", f"implausible shape {dataset.shape} ({nbytes} bytes)")
     json_attrs, typed = convert_attributes(
-        dataset, source=context.url, keep_typed=FILL_ATTRIBUTES, raw=raw_attributes
+        dataset,
+        source=context.url,
+        keep_typed=FILL_ATTRIBUTES,
+        raw=raw_attributes,
+        path=target.path,
     )
     builder = _ArrayBuilder(dataset, dcpl, plan, target, context)
     if dcpl.get_layout() == h5py.h5d.VIRTUAL:
@@ -232,7 +238,7 @@ class _ArrayBuilder:
         self.layout = dcpl.get_layout()
         self.stored_shape = tuple(int(s) for s in dataset.shape)
         self.shape = target.shape
-        self.name = dataset.name
+        self.name = target.path if target.path is not None else dataset.name
 
     # -- top level ---------------------------------------------------------------
 
@@ -652,7 +658,7 @@ class _ArrayBuilder:
                 index: direct(self._chunk_values(index, chunks, metadata.fill_value))
                 for index in pending
             }
-        pipeline = BatchedCodecPipeline.from_codecs(metadata.codecs)
+        pipeline = BatchedCodecPipeline.from_codecs(metadata.codecs, batch_size=len(pending))
         spec = ArraySpec(
             shape=chunks,
             dtype=metadata.data_type,

@@ -219,15 +219,18 @@ def convert_attributes(
     source: str,
     keep_typed: frozenset[str] = frozenset(),
     raw: dict[str, Any] | None = None,
+    path: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read the attributes of ``obj`` (or use ``raw``, from :func:`read_raw_attributes`).
 
     Returns ``(json_attributes, typed)``: the JSON-ready attributes, and, for names in
     ``keep_typed``, the h5netcdf-style NumPy values (for the fill-value policy, which
     needs the attribute's own dtype). Problems are reported as
-    :class:`AttributeWarning` and the attribute skipped.
+    :class:`AttributeWarning` and the attribute skipped; ``path`` (default: the
+    object's name) is the path named in them.
     """
-    owner = f"{'group' if isinstance(obj, h5py.Group) else 'dataset'} {obj.name!r}"
+    kind = "group" if isinstance(obj, h5py.Group) else "dataset"
+    owner = f"{kind} {(path if path is not None else obj.name)!r}"
     resolve = _resolver(obj)
     result: dict[str, Any] = {}
     typed: dict[str, Any] = {}

@@ -193,7 +193,8 @@ def _unlimited_size(dataset: h5py.Dataset, file: h5py.File, references: Any) -> 
         return size
     try:
         for reference, axis in references:
-            target = file[reference]
+            # the low-level identifier is enough for a shape, and far cheaper
+            target = h5py.h5r.dereference(reference, file.id)
             size = max(size, int(target.shape[axis]))
     except Exception:  # dangling reference: keep what we have
         pass
@@ -208,6 +209,7 @@ class DimensionNamer:
         self._real_count = 0
         self._phony_count = 0
         self._visible_cache: dict[int, dict[str, Dimension]] = {}
+        self._scale_names: dict[tuple[int, int], str] = {}
         self._ids_cache: dict[int, dict[Any, str]] = {}
         for node in root.walk():
             self._define_group_dimensions(node)
@@ -243,6 +245,20 @@ class DimensionNamer:
                 name = f"phony_dim_{self._phony_count + self._real_count}"
                 self._phony_count += 1
                 node.dimensions[name] = Dimension(name, size, False, phony=True)
+
+    def _scale_name(self, file: h5py.File, reference: Any) -> str:
+        """The link name of the dimension scale ``reference`` points to (h5netcdf's rule).
+
+        Resolving an object's name is slow in HDF5 and a file has few scales referenced
+        many times, so names are cached by object address (cheap to get).
+        """
+        address = h5py.h5o.get_info(h5py.h5r.dereference(reference, file.id)).addr
+        key = (id(file), int(address))
+        name = self._scale_names.get(key)
+        if name is None:
+            name = str(file[reference].name).split("/")[-1]
+            self._scale_names[key] = name
+        return name
 
     def _visible(self, node: GroupNode) -> dict[str, Dimension]:
         key = id(node)
@@ -286,7 +302,7 @@ class DimensionNamer:
         if facts.labelling == "labeled" and facts.dimension_list is not None:
             try:
                 file = member.open_file()
-                dims = tuple(file[refs[-1]].name.split("/")[-1] for refs in facts.dimension_list)
+                dims = tuple(self._scale_name(file, refs[-1]) for refs in facts.dimension_list)
             except Exception:  # dangling scale reference
                 dims = ()
             if len(dims) == len(shape):

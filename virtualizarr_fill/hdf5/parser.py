@@ -253,7 +253,7 @@ class HDF5Parser:
             name: self._manifest_group(child, namer, context, walker)
             for name, child in node.children
         }
-        attributes, _ = convert_attributes(node.group, source=context.url)
+        attributes, _ = convert_attributes(node.group, source=context.url, path=node.path)
         return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
 
     def _array(
@@ -277,9 +277,10 @@ class HDF5Parser:
                 open_file=context.open_file,
                 max_chunks=context.max_chunks,
             )
-        where = member.path or dataset.name or member.key
+        where = member.path or member.key
         try:
-            return build_array(dataset, Target(shape, dims), member_context, member.raw_attributes)
+            target = Target(shape, dims, member.path or None)
+            return build_array(dataset, target, member_context, member.raw_attributes)
         except DatasetRefused as refusal:
             self._refuse(context.url, where, refusal)
         except FillValueError:
