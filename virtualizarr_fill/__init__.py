@@ -17,6 +17,11 @@ from virtualizarr_fill.codecs import CropCodec, TruncateCodec  # noqa: E402
 # Rectilinear ManifestArrays, concatenation and writers (see docs/architecture.md).
 _install_vz_adapter()
 
+from virtualizarr_fill._sync_store import install as _install_sync_store  # noqa: E402
+
+# ManifestStore reads without per-chunk coroutines under zarr's fused codec pipeline.
+_install_sync_store()
+
 from virtualizarr_fill.concat import fill_conflicts  # noqa: E402
 from virtualizarr_fill.errors import (  # noqa: E402
     ChunkSizeMismatchError,

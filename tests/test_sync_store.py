@@ -1,0 +1,205 @@
+"""ManifestStore's synchronous surface (virtualizarr_fill._sync_store).
+
+With zarr's fused codec pipeline, reads go through ``get_sync``; every value must equal
+the native reader's, and every byte ``get_sync`` returns must equal what VirtualiZarr's
+own asynchronous ``get`` returns for the same key and byte range.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+from obspec_utils.registry import ObjectStoreRegistry
+from obstore.store import LocalStore
+from virtualizarr.manifests import ManifestStore
+from zarr.abc.store import (
+    OffsetByteRequest,
+    RangeByteRequest,
+    SuffixByteRequest,
+    _store_supports_sync_io,
+)
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+
+from tests.servers import S3Server
+from tests.test_tiff_readback import tifffile_reference
+from virtualizarr_fill import HDF5Parser, TIFFParser
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+import make_tiff_fixtures
+
+FUSED = "zarr.core.codec_pipeline.FusedCodecPipeline"
+TIFF_FIXTURES = [
+    "strip_padded_planar_zstd",  # regular grid, truncate codec, planar
+    "strip_short_rgb_chunky_deflate",  # rectilinear grid (short last strip)
+    "tiles_sparse_deflate",  # missing tiles read as the fill value
+    "predictor2_tiles_padded_strip_be",  # big-endian, predictor codec
+    "strip_rps10_150rows_deflate",
+    "packed_4bit_strips",  # packed samples
+    "jpeg_ycbcr_strips_short",  # an image codec as the array->bytes codec
+]
+
+
+@pytest.fixture
+def fused() -> Iterator[None]:
+    with zarr.config.set({"codec_pipeline.path": FUSED}):
+        yield
+
+
+@pytest.fixture(scope="module")
+def tiff_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("sync_tiff")
+    return make_tiff_fixtures.write_fixtures(directory, TIFF_FIXTURES)
+
+
+@pytest.fixture(scope="module")
+def hdf5_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Padded edge chunks, an unallocated chunk, and a contiguous dataset."""
+    path = tmp_path_factory.mktemp("sync_hdf5") / "data.h5"
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        f.create_dataset(
+            "chunked",
+            data=rng.integers(-1000, 1000, (23, 17), dtype="<i4"),
+            chunks=(5, 4),
+            compression="gzip",
+            shuffle=True,
+        )
+        sparse = f.create_dataset("sparse", shape=(10, 10), chunks=(5, 5), dtype="<f8")
+        sparse[:5, :5] = rng.random((5, 5))
+        f.create_dataset("contiguous", data=rng.random((7, 3)).astype(">f4"))
+    return path
+
+
+def _tiff_reference(path: Path) -> np.ndarray:
+    """The written values where tifffile cannot decode the fixture (padded compressed
+    strips), else tifffile's decode."""
+    truth = make_tiff_fixtures.TRUTHS.get(path.stem)
+    return truth() if truth is not None else tifffile_reference(path)
+
+
+def _parse(parser: Any, path: Path) -> ManifestStore:
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store: ManifestStore = parser(f"file://{path}", registry)
+    return store
+
+
+def _chunk_keys(array: zarr.Array) -> list[str]:
+    return [
+        "c/" + "/".join(str(i) for i in index)
+        for index in np.ndindex(*array._chunk_grid_shape)
+    ]
+
+
+def test_manifest_store_has_the_sync_surface(hdf5_file: Path) -> None:
+    store = _parse(HDF5Parser(), hdf5_file)
+    assert _store_supports_sync_io(store)
+    with pytest.raises(NotImplementedError, match="read-only"):
+        store.set_sync("chunked/c/0/0", default_buffer_prototype().buffer.from_bytes(b"x"))  # type: ignore[attr-defined]
+    with pytest.raises(NotImplementedError, match="read-only"):
+        store.delete_sync("chunked/c/0/0")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", TIFF_FIXTURES)
+def test_fused_tiff_read_equals_tifffile(
+    fused: None, tiff_files: dict[str, Path], name: str
+) -> None:
+    path = tiff_files[name]
+    store = _parse(TIFFParser(), path)
+    values = zarr.open_array(store, path="band_data", mode="r")[...]
+    np.testing.assert_array_equal(values, _tiff_reference(path), strict=True)
+
+
+@pytest.mark.parametrize("name", ["chunked", "sparse", "contiguous"])
+def test_fused_hdf5_read_equals_h5py(fused: None, hdf5_file: Path, name: str) -> None:
+    store = _parse(HDF5Parser(), hdf5_file)
+    values = zarr.open_array(store, path=name, mode="r")[...]
+    with h5py.File(hdf5_file) as f:
+        expected = f[name][()]
+    np.testing.assert_array_equal(values, expected.astype(expected.dtype.newbyteorder("=")))
+
+
+def _both(store: ManifestStore, key: str, byte_range: Any = None) -> tuple[Any, Any]:
+    prototype = default_buffer_prototype()
+    blocking = store.get_sync(key, prototype=prototype, byte_range=byte_range)  # type: ignore[attr-defined]
+    upstream = sync(store.get(key, prototype, byte_range))
+    return blocking, upstream
+
+
+@pytest.mark.parametrize(
+    "byte_range",
+    [None, RangeByteRequest(1, 7), OffsetByteRequest(3), SuffixByteRequest(4)],
+    ids=["whole", "range", "offset", "suffix"],
+)
+def test_get_sync_equals_async_get(hdf5_file: Path, byte_range: Any) -> None:
+    store = _parse(HDF5Parser(), hdf5_file)
+    compared = 0
+    for name in ("chunked", "sparse", "contiguous"):
+        array = zarr.open_array(store, path=name, mode="r")
+        for key in _chunk_keys(array):
+            blocking, upstream = _both(store, f"{name}/{key}", byte_range)
+            if upstream is None:
+                assert blocking is None
+                continue
+            assert blocking.to_bytes() == upstream.to_bytes()
+            compared += 1
+    assert compared > 20
+
+
+def test_get_sync_metadata_and_inlined_chunks(tiff_files: dict[str, Path]) -> None:
+    store = _parse(TIFFParser(), tiff_files["strip_short_rgb_chunky_deflate"])
+    for key in ("zarr.json", "band_data/zarr.json", "band/c/0", "band/c/0"):
+        blocking, upstream = _both(store, key)
+        assert blocking.to_bytes() == upstream.to_bytes()
+    assert store.get_sync("band_data/.zarray") is None  # type: ignore[attr-defined]
+    blocking, upstream = _both(store, "band/c/0", RangeByteRequest(8, 16))
+    assert blocking.to_bytes() == upstream.to_bytes() == np.int64(2).tobytes()
+
+
+def test_store_with_a_prefix(fused: None, tiff_files: dict[str, Path]) -> None:
+    """A store rooted at the file's directory: the path inside it drops the prefix."""
+    path = tiff_files["tiles_sparse_deflate"]
+    registry = ObjectStoreRegistry({f"file://{path.parent}": LocalStore(prefix=path.parent)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = TIFFParser()(f"file://{path}", registry)
+    values = zarr.open_array(store, path="band_data", mode="r")[...]
+    np.testing.assert_array_equal(values, _tiff_reference(path), strict=True)
+
+
+def test_fused_read_over_s3(fused: None, s3_server: S3Server, tiff_files: dict[str, Path]) -> None:
+    bucket = "sync-store"
+    s3_server.create_bucket(bucket)
+    path = tiff_files["predictor2_tiles_padded_strip_be"]
+    s3_server.upload(bucket, "tiles/pred2.tif", path)
+    registry = ObjectStoreRegistry({f"s3://{bucket}": s3_server.store(bucket)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = TIFFParser()(f"s3://{bucket}/tiles/pred2.tif", registry)
+    values = zarr.open_array(store, path="band_data", mode="r")[...]
+    np.testing.assert_array_equal(values, _tiff_reference(path), strict=True)
+
+
+def test_fused_reads_do_not_use_the_async_get(
+    fused: None, tiff_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the array is open, chunks come through get_sync alone (no per-chunk coroutine)."""
+    path = tiff_files["strip_rps10_150rows_deflate"]
+    store = _parse(TIFFParser(), path)
+    array = zarr.open_array(store, path="band_data", mode="r")
+
+    async def no_async_get(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("chunk read through the asynchronous get")
+
+    monkeypatch.setattr(ManifestStore, "get", no_async_get)
+    np.testing.assert_array_equal(array[...], _tiff_reference(path), strict=True)
