@@ -96,8 +96,7 @@ def _parse(parser: Any, path: Path) -> ManifestStore:
 
 def _chunk_keys(array: zarr.Array) -> list[str]:
     return [
-        "c/" + "/".join(str(i) for i in index)
-        for index in np.ndindex(*array._chunk_grid_shape)
+        "c/" + "/".join(str(i) for i in index) for index in np.ndindex(*array._chunk_grid_shape)
     ]
 
 
