@@ -342,12 +342,17 @@ def _half_sparse(path: str, ifd: int | list[int]) -> bool:
 
 def _h5_dataset(f: Any, path: str) -> Any:
     """The h5py dataset an array path names (None when there is none); raises when
-    h5py cannot open the object."""
+    h5py cannot open the object.
+
+    netCDF-4 stores a variable whose name is also a dimension it does not index as
+    ``_nc4_non_coord_<name>``, next to a dataset ``<name>`` that is only the dimension
+    scale: the prefixed dataset is the variable when both exist (as in h5netcdf).
+    """
     import h5py
 
     parent, _, name = path.rpartition("/")
     prefixed = f"{parent}/{NC4_NON_COORD}{name}" if parent else NC4_NON_COORD + name
-    for candidate in (path, prefixed):
+    for candidate in (prefixed, path):
         if f.get("/" + candidate, getlink=True) is None:
             continue
         obj = f["/" + candidate]

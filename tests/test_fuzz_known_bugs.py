@@ -1,11 +1,13 @@
-"""Bugs the fuzz suite found that are not fixed yet: one failing test each.
+"""Bugs the fuzz suite found: a repro for each, open ones failing until fixed.
 
 Each entry is the smallest mutation of a corpus file that shows the bug, with what the
 verdict looks like while the bug is there (``outcome``, exception class and the place in
 the project's code). The fuzz tests (``test_fuzz_tiff.py``, ``test_fuzz_hdf5.py``)
-count verdicts that match an entry instead of failing on them, so that they keep
-guarding against *new* bugs; the tests here fail until the bug is fixed. When one passes,
-delete its entry.
+count verdicts that match an entry of :data:`KNOWN_BUGS` instead of failing on them, so
+that they keep guarding against *new* bugs; each open bug's repro here fails until the
+bug is fixed. A fixed bug's entry moves to :data:`FIXED_BUGS`: its repro then runs by
+default as a regression test, and verdicts like it fail the fuzz tests again. Hand-made
+malformed files live in ``test_validation.py``.
 """
 
 from __future__ import annotations
@@ -17,19 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests._fuzz_mutations import apply_ops, hdf5_structure
+from tests._fuzz_mutations import apply_ops
 from tests._fuzz_worker import FuzzWorker, acceptable
-from tests.test_validation import (
-    _edit,
-    _element,
-    _scalar,
-    _write_hdf5,
-    _write_tiff,
-    assert_names,
-    parse_hdf5,
-    parse_tiff,
-)
-from virtualizarr_fill.errors import CorruptFileError, VirtualizarrFillError
 
 # Open bugs are marked ``known_bug``: excluded from the default run (see pyproject's
 # addopts), run with `pytest -m known_bug`; each fails until fixed. A fixed bug's entry
@@ -215,10 +206,6 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         outcome=READ_ERROR,
         details=("cannot reshape", "When changing to a larger dtype"),
     ),
-)
-
-#: Open bugs: fuzz verdicts matching one are counted, not failed.
-KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         id="hdf5-object-address-runtime-error",
         summary="h5py.h5o.get_info on a group with a corrupt local heap or checksum raises "
@@ -270,9 +257,10 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     ),
     KnownBug(
         id="hdf5-h5netcdf-test-mismatched-dim",
-        summary="the clean corpus file h5netcdf_test.hdf5: variable 'mismatched_dim' parses "
-        "but reading it fails in zarr (IndexError: too many indices for array; expected 0, "
-        "got 1): shape and dimension names disagree",
+        summary="the clean corpus file h5netcdf_test.hdf5: variable 'mismatched_dim' (the "
+        "dataset _nc4_non_coord_mismatched_dim, a scalar) was compared with the dimension "
+        "scale 'mismatched_dim' of shape (1,) by the fuzz worker (IndexError: too many "
+        "indices): a harness mapping error, the parser was right",
         file="NCAS-CMS+pyfive/tests/data/h5netcdf_test.hdf5",
         kind="hdf5",
         ops=(),
@@ -282,8 +270,9 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug(
         id="hdf5-attribute-read-hangs",
         summary="a corrupt attribute (attr_datatypes.hdf5, one bit flipped) makes libhdf5 "
-        "spin in H5Aread for minutes; the parser reads every attribute with h5py and hangs "
-        "(h5py alone hangs too): attributes need a size bound before they are read",
+        "spin in H5Aread forever (h5py alone too): the flip gives a global heap object a "
+        "larger size, libhdf5's walk of the heap collection lands on a free-space object "
+        "of size 0 and never advances (H5HG__cache_heap_deserialize)",
         file="NCAS-CMS+pyfive/tests/data/attr_datatypes.hdf5",
         kind="hdf5",
         ops=({"op": "flip", "pos": 2377, "bit": 3},),
@@ -354,15 +343,38 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         id="hdf5-chunk-index-not-validated",
         summary="a corrupt chunk index is read differently by libhdf5 (lookup by key) and by "
         "the manifest (chunk_iter order): duplicate or out-of-order B-tree keys, unfiltered "
-        "chunks whose size is not the chunk's bytes -> silent wrong values. Covers every "
-        "HDF5 wrong-values verdict until the index is validated",
+        "chunks whose size is not the chunk's bytes -> silent wrong values",
         file="NCAS-CMS+pyfive/tests/data/chunked.hdf5",
         kind="hdf5",
         ops=({"op": "flip", "pos": 9792, "bit": 2},),  # B-tree key (6, 6) -> (2, 6)
         outcome=WRONG,
         details=("elements differ",),
     ),
+    KnownBug(
+        id="hdf5-chunk-key-extra-offset",
+        summary="a version 1 B-tree chunk key whose extra (always 0) offset is set: h5py's "
+        "chunk iteration does not show it, libhdf5's key search misses the chunk and reads "
+        "fill values, the manifest points at the data (silent wrong values; also internal "
+        "keys that no longer bound their child)",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_compressed_chunked_datasets_earliest.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 23454, "bit": 1},),
+        outcome=WRONG,
+    ),
+    KnownBug(
+        id="hdf5-vlen-string-base-size",
+        summary="a variable-length string type whose base (character) size is flipped to "
+        "536870913 bytes: libhdf5 allocates claimed length x base size per string (parse "
+        "peak 732 MB); the descriptor bound must use the stored base size",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_string_datasets_latest.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 1523, "bit": 5}, {"op": "checksum", "start": 1440, "end": 1720}),
+        outcome="BUG: memory",
+    ),
 )
+
+#: Open bugs: fuzz verdicts matching one are counted, not failed.
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
 
 
 def known_bug(result: dict[str, Any], label: str = "") -> str | None:
@@ -399,72 +411,3 @@ def test_fixed_bug_stays_fixed(
     bug: KnownBug, worker: FuzzWorker, corpus_dir: Path, tmp_path: Path
 ) -> None:
     _check_repro(bug, worker, corpus_dir, tmp_path)
-
-
-# -- hand-made malformed files (see test_validation.py for the cases that pass) ----------------
-
-
-def test_bytecount_overflowing_64_bits(tmp_path: Path) -> None:
-    """BigTIFF StripByteCounts 2**64-1: ``_check_uncompressed_lengths`` converts to int64
-    (OverflowError), and ``chunk_manifest``'s ``offsets + lengths`` wraps around in uint64
-    so the past-the-end check would pass."""
-    path = tmp_path / "bytecount_overflow.tif"
-    structure = _write_tiff(path, bigtiff=True)
-    _edit(path, [_element(structure, 279, 0, 2**64 - 1)])
-    with pytest.raises(CorruptFileError) as info:
-        parse_tiff(path)
-    assert_names(info.value, path, 2**64 - 1)
-
-
-@pytest.mark.parametrize("delta", [1, 37])
-def test_uncompressed_strip_longer_than_its_rows(tmp_path: Path, delta: int) -> None:
-    """An interior uncompressed strip of 5 rows x 20 bytes holding 100 + delta bytes is
-    accepted, and reading fails in zarr's bytes codec."""
-    path = tmp_path / f"strip_{delta}.tif"
-    structure = _write_tiff(path, rowsperstrip=5)
-    _edit(path, [_element(structure, 279, 1, 100 + delta)])
-    with pytest.raises(CorruptFileError) as info:
-        parse_tiff(path)
-    assert_names(info.value, path, 100 + delta, 100)
-
-
-def test_single_strip_longer_than_image(tmp_path: Path) -> None:
-    """ImageWidth says 2 columns, the one uncompressed strip holds 20 x 20 bytes: the last
-    strip's length is not checked when RowsPerStrip divides the image."""
-    path = tmp_path / "narrowed.tif"
-    structure = _write_tiff(path)
-    _edit(path, _scalar(structure, 256, 2))
-    with pytest.raises(CorruptFileError) as info:
-        parse_tiff(path)
-    assert_names(info.value, path, 400, 40)
-
-
-def test_image_width_of_10_to_the_12(tmp_path: Path) -> None:
-    """BigTIFF ImageWidth 10**12 over a 400-byte strip parses (the single strip's length
-    is never compared with its 20 x 10**12 bytes)."""
-    path = tmp_path / "huge_width.tif"
-    structure = _write_tiff(path, bigtiff=True)
-    _edit(path, _scalar(structure, 256, 10**12))
-    with pytest.raises(VirtualizarrFillError) as info:
-        parse_tiff(path)
-    assert_names(info.value, path, 10**12)
-
-
-@pytest.mark.known_bug
-def test_hdf5_unopenable_dataset_with_on_unsupported_raise(tmp_path: Path) -> None:
-    """A contiguous dataset whose data runs past the end: libhdf5 refuses to open the
-    object, and the parser's link walk skips it with a SkippedLinkWarning even when
-    ``on_unsupported="raise"`` asks for an error."""
-    path = tmp_path / "data_past_eof.h5"
-    _write_hdf5(path)
-    hdf5_structure.cache_clear()
-    structure = hdf5_structure(str(path))
-    address = next(f for f in structure.fields if f.label == "contiguous data address")
-    moved = structure.size - 100
-    _edit(
-        path,
-        [{"op": "put", "pos": address.pos, "hex": moved.to_bytes(address.width, "little").hex()}],
-    )
-    with pytest.raises(CorruptFileError) as info:
-        parse_hdf5(path, on_unsupported="raise")
-    assert_names(info.value, path)

@@ -127,21 +127,35 @@ def test_shuffle_after_deflate_uses_hdf5_remainder_rule(fixtures: dict[str, Path
         np.testing.assert_array_equal(read_array(array), f["deflate_then_shuffle"][()])
 
 
-def test_fletcher32_checksum_is_verified(fixtures: dict[str, Path], tmp_path: Path) -> None:
-    """A flipped byte in a fletcher32-protected chunk fails to decode; never a wrong value."""
-    source = fixtures["filters.h5"]
-    parsed = parse(source)
-    array = find_array(parsed.store, "/le_i2/fletcher32")
+def _flip_chunk_byte(source: Path, target: Path, chunk: tuple[int, ...]) -> None:
+    array = find_array(parse(source).store, "/le_i2/fletcher32")
     assert array is not None
-    offset = int(array.manifest._offsets[(0, 0)])
+    offset = int(array.manifest._offsets[chunk])
     data = bytearray(source.read_bytes())
     data[offset + 3] ^= 0xFF
+    target.write_bytes(bytes(data))
+
+
+def test_fletcher32_checksum_is_verified(fixtures: dict[str, Path], tmp_path: Path) -> None:
+    """A flipped byte in a fletcher32-protected chunk fails to decode; never a wrong value.
+
+    (All chunks have the same stored size, so chunk (0, 0) is the one the parser decodes
+    at parse time: refused there; another chunk fails when read.)
+    """
+    source = fixtures["filters.h5"]
     broken = tmp_path / "broken.h5"
-    broken.write_bytes(bytes(data))
+    _flip_chunk_byte(source, broken, (1, 1))
     broken_array = find_array(parse(broken).store, "/le_i2/fletcher32")
     assert broken_array is not None
     with pytest.raises(Exception, match=r"(?i)checksum"):
         read_array(broken_array)
+
+    first = tmp_path / "broken_first.h5"
+    _flip_chunk_byte(source, first, (0, 0))
+    refusal = parse(first).skipped["/le_i2/fletcher32"]
+    assert refusal.kind == "corrupt"
+    assert "chunk (0, 0)" in refusal.reason and "checksum" in refusal.reason.lower()
+    assert first.name in str(refusal)
 
 
 # -------------------------------------------------------------------------------- masks

@@ -159,3 +159,19 @@ def test_empty_object_has_size_zero(tmp_path: Path) -> None:
     reader = StoreFile(LocalStore(tmp_path), "empty.tif")
     assert reader.size == 0
     assert reader.read(10) == b""
+
+
+def test_cached_range_returns_only_fetched_bytes(sample_file: Path) -> None:
+    expected = sample_file.read_bytes()
+    reader = StoreFile(
+        LocalStore(sample_file.parent), sample_file.name, block_size=4096, first_request=8192
+    )
+    assert reader.size == len(expected)  # the first request: the head, two blocks
+    requests = reader.stats.requests
+    assert reader.cached_range(100, 8000) == expected[100:8100]
+    assert reader.cached_range(8000, 500) is None  # reaches an unfetched block
+    assert reader.cached_range(len(expected) - 10, 20) is None  # past the end
+    assert reader.cached_range(0, 0) is None
+    assert reader.stats.requests == requests  # asking never fetches
+    reader.read_range(200_000, 10)
+    assert reader.cached_range(200_000, 10) == expected[200_000:200_010]

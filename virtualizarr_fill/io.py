@@ -168,6 +168,17 @@ class StoreFile(io.RawIOBase):
         data = b"".join(self._blocks.get(b, memoryview(b"")) for b in range(first, last + 1))
         return data[offset : offset + (end - start)]
 
+    def cached_range(self, start: int, length: int) -> bytes | None:
+        """``length`` bytes from ``start`` if every block is already fetched, else None
+        (never a request: for checks that are only worth the bytes already at hand)."""
+        end = start + length
+        if length <= 0 or end > self.size:
+            return None
+        first, last = start // self.block_size, (end - 1) // self.block_size
+        if any(block not in self._blocks for block in range(first, last + 1)):
+            return None
+        return self.read_range(start, length)
+
     # -- io.RawIOBase ----------------------------------------------------------
 
     def readable(self) -> bool:

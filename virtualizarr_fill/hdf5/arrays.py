@@ -35,6 +35,7 @@ import h5py
 import numpy as np
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
+from zarr.abc.codec import BytesBytesCodec, SupportsSyncCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.codec_pipeline import BatchedCodecPipeline
@@ -45,6 +46,7 @@ from zarr.dtype import ZDType, parse_data_type
 from virtualizarr_fill.fill.hdf5 import consolidate_hdf5_fill
 from virtualizarr_fill.hdf5 import _libhdf5
 from virtualizarr_fill.hdf5.attrs import FILL_ATTRIBUTES, convert_attributes
+from virtualizarr_fill.hdf5.chunk_btree import btree_problem
 from virtualizarr_fill.hdf5.dtypes import (
     DtypePlan,
     Storage,
@@ -58,11 +60,29 @@ from virtualizarr_fill.hdf5.filters import (
     filter_codecs,
     read_pipeline,
 )
+from virtualizarr_fill.hdf5.global_heap import (
+    CorruptGlobalHeapError,
+    ImplausibleVlenError,
+    vlen_payload_bytes,
+)
+from virtualizarr_fill.hdf5.reader import HDF5File
 from virtualizarr_fill.hdf5.urls import join_url
 
 RefusalKind = Literal[
     "datatype", "filter", "layout", "dataspace", "size", "corrupt", "unreadable", "external"
 ]
+
+
+#: Parse-time verification of one chunk per filtered dataset (only when its bytes are
+#: already fetched): largest chunk it decodes (decoding costs 1-3 ms per MiB, paid once
+#: per dataset), and largest stored chunk it picks (a corrupt chunk can decode to far
+#: more than its chunk dimensions say; deflate expands at most ~1000-fold).
+VERIFY_CHUNK_MAX_BYTES = 1 << 20
+VERIFY_STORED_MAX_BYTES = 64 << 10
+
+
+def _no_reader(url: str) -> HDF5File | None:
+    return None
 
 
 class DatasetRefused(Exception):
@@ -88,6 +108,9 @@ class ArrayContext:
     open_file: Callable[[str], tuple[h5py.File, int]]
     #: Largest chunk grid a manifest may have (a dense manifest costs ~40 bytes a chunk).
     max_chunks: int = 1 << 24
+    #: The open reader of a file of the session (for bytes it has already fetched and
+    #: the file's superblock facts), or None.
+    reader: Callable[[str], HDF5File | None] = _no_reader
 
 
 @dataclass(frozen=True)
@@ -203,6 +226,38 @@ def _header_fill(dataset: h5py.Dataset, dcpl: h5py.h5p.PropDCID) -> Any:
         return None
 
 
+def _chunk_spec(metadata: ArrayV3Metadata, chunks: tuple[int, ...]) -> ArraySpec:
+    return ArraySpec(
+        shape=chunks,
+        dtype=metadata.data_type,
+        fill_value=metadata.fill_value,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+
+
+def _decoded_size(metadata: ArrayV3Metadata, chunks: tuple[int, ...], data: bytes) -> int:
+    """Length of one stored chunk after the array's bytes->bytes codecs.
+
+    Decoded codec by codec, synchronously where the codec allows it (all but one of the
+    codecs the parser writes): a trip through zarr's event loop would cost more than
+    decoding a small chunk.
+    """
+    spec = _chunk_spec(metadata, chunks)
+    buffer = default_buffer_prototype().buffer.from_bytes(data)
+    for codec in reversed(metadata.codecs):
+        if not isinstance(codec, BytesBytesCodec):
+            break
+        if isinstance(codec, SupportsSyncCodec):
+            buffer = codec._decode_sync(buffer, spec)
+        else:
+            decoded = next(iter(sync(codec.decode([(buffer, spec)]))))
+            if decoded is None:
+                raise ValueError(f"codec {codec.to_dict()['name']} decoded nothing")
+            buffer = decoded
+    return len(buffer)
+
+
 def _max_encoded_size(nbytes: int) -> int:
     """A generous bound on any HDF5 filter chain's output for ``nbytes`` of input.
 
@@ -268,6 +323,8 @@ class _ArrayBuilder:
         paths, offsets, lengths, pending = manifest_parts
         stored = int(np.count_nonzero(lengths)) + len(pending)
         metadata = metadata_for(stored < math.prod(grid))
+        if not materialise and self.layout == h5py.h5d.CHUNKED and self.filters:
+            self._verify_one_chunk(metadata, chunks, offsets, lengths)
         inlined = self._encode_pending(metadata, chunks, pending)
         for index, data in inlined.items():
             paths[index] = INLINED_CHUNK_PATH
@@ -386,6 +443,8 @@ class _ArrayBuilder:
         pending: list[tuple[int, ...]] = []
         if not infos:
             return paths, offsets, lengths, pending
+        index_type = _libhdf5.get_chunk_index_type(dsid)
+        self._check_single_chunk_index(index_type, grid)
         n = len(infos)
         ndim = len(chunks)
         coords = np.array([info.chunk_offset for info in infos], dtype=np.int64).reshape(n, ndim)
@@ -405,6 +464,7 @@ class _ArrayBuilder:
             )
         if len(np.unique(indices, axis=0)) != n:
             raise DatasetRefused("corrupt", "chunk index lists the same chunk twice")
+        self._check_index_keys(index_type, coords, byte_offsets)
         expected = math.prod(chunks) * self.dataset.dtype.itemsize
         if not self.filters:
             if np.any((sizes != expected) & (sizes != 0)):
@@ -439,6 +499,101 @@ class _ArrayBuilder:
             offsets[index] = 0
             lengths[index] = 0
         return paths, offsets, lengths, pending
+
+    def _check_index_keys(
+        self, index_type: int | None, coords: np.ndarray, byte_offsets: np.ndarray
+    ) -> None:
+        """libhdf5 reads a chunk of a B-tree index by searching its key, while the
+        manifest comes from iterating the index: the two must agree (see
+        :mod:`~virtualizarr_fill.hdf5.chunk_btree`). Iteration visits B-tree keys in
+        order, so chunks listed out of order mean keys a search would miss."""
+        keyed = (_libhdf5.CHUNK_INDEX_BTREE, _libhdf5.CHUNK_INDEX_BT2)
+        if index_type in keyed and len(coords) > 1 and coords.shape[1]:
+            later, earlier = coords[1:], coords[:-1]
+            differs = later != earlier
+            first = np.argmax(differs, axis=1)
+            rows = np.arange(len(first))
+            backwards = np.flatnonzero(later[rows, first] < earlier[rows, first])
+            if backwards.size:
+                row = int(backwards[0])
+                raise DatasetRefused(
+                    "corrupt",
+                    f"chunk index lists chunk {coords[row + 1].tolist()} after "
+                    f"{coords[row].tolist()}: its keys are out of order, and libhdf5's "
+                    "search would not find every chunk",
+                )
+        reader = self.context.reader(self.context.url)
+        # An unknown index type (no ctypes access): the layout message tells.
+        if index_type not in (_libhdf5.CHUNK_INDEX_BTREE, None) or reader is None:
+            return
+        problem = btree_problem(
+            reader.cached_range,
+            base=reader.base,
+            header=int(h5py.h5o.get_info(self.dataset.id).addr),
+            sizes=(reader.address_size, reader.length_size),
+            offsets=coords,
+            addresses=byte_offsets,
+        )
+        if problem is not None:
+            raise DatasetRefused(
+                "corrupt", f"{problem}: libhdf5 would read fill values where chunks are"
+            )
+
+    def _check_single_chunk_index(self, index_type: int | None, grid: tuple[int, ...]) -> None:
+        """A "single chunk" index holds one chunk, which libhdf5 then serves for every
+        chunk position: with chunk dimensions smaller than the dataset, the header
+        contradicts itself (no writer produces that)."""
+        if math.prod(grid) > 1 and index_type == _libhdf5.CHUNK_INDEX_SINGLE:
+            raise DatasetRefused(
+                "corrupt",
+                f"a single-chunk index, but chunks {tuple(self.dataset.chunks)} make a grid "
+                f"of {math.prod(grid)} chunks over shape {self.stored_shape}",
+            )
+
+    def _verify_one_chunk(
+        self,
+        metadata: ArrayV3Metadata,
+        chunks: tuple[int, ...],
+        offsets: np.ndarray,
+        lengths: np.ndarray,
+    ) -> None:
+        """Decode the smallest referenced chunk with the array's codecs, when its bytes
+        are already fetched (no request; decoding costs little for chunks up to
+        :data:`VERIFY_CHUNK_MAX_BYTES`, stored in up to :data:`VERIFY_STORED_MAX_BYTES`).
+
+        Chunk dimensions or a filter pipeline that do not match the stored chunks (a
+        corrupt layout or filter message) then fail here, at parse time, instead of in
+        every read: libhdf5 silently uses the first bytes of a decoded chunk larger than
+        the chunk dimensions say, so such references could never read back what h5py
+        shows. A corrupt or checksum-failing chunk is refused the same way.
+        """
+        expected = math.prod(chunks) * self.dataset.dtype.itemsize
+        if expected > VERIFY_CHUNK_MAX_BYTES or not lengths.size:
+            return
+        candidates = np.where(lengths > 0, lengths, np.iinfo(np.uint64).max)
+        flat = int(np.argmin(candidates))
+        length = int(lengths.flat[flat])
+        if length == 0 or length > VERIFY_STORED_MAX_BYTES:
+            return
+        offset = int(offsets.flat[flat])
+        reader = self.context.reader(self.context.url)
+        data = None if reader is None else reader.cached_range(offset, length)
+        if data is None:
+            return
+        try:
+            size = _decoded_size(metadata, chunks, data)
+        except Exception as exc:  # the codecs' own complaint is the detail
+            problem = f"does not decode ({type(exc).__name__}: {exc})"
+        else:
+            if size == expected:
+                return
+            problem = f"decodes to {size} bytes, not the {expected} bytes of a {chunks} chunk"
+        index = tuple(int(i) for i in np.unravel_index(flat, lengths.shape))
+        raise DatasetRefused(
+            "corrupt",
+            f"chunk {index} ({length} bytes at byte {offset}) {problem}: the chunk is "
+            "corrupt, or the chunk dimensions or filters do not match the stored chunks",
+        )
 
     def _edge_rewrites(self, coords: np.ndarray, chunk_arr: np.ndarray) -> np.ndarray:
         """Chunks whose stored bytes cannot be decoded as they are (see module doc)."""
@@ -578,8 +733,34 @@ class _ArrayBuilder:
             )
         if math.prod(self.stored_shape) == 0 or not self._has_storage():
             return paths, offsets, lengths, []
+        if self.plan.is_string:
+            self._check_vlen_payload()
         pending = [tuple(int(i) for i in index) for index in np.ndindex(grid)]
         return paths, offsets, lengths, pending
+
+    def _check_vlen_payload(self) -> None:
+        """Bound what the strings' stored descriptors claim before h5py reads them:
+        libhdf5 allocates each claimed length before it reads the heap."""
+        what = f"variable-length strings of {self.name!r}"
+        try:
+            address_size = int(self.dataset.file.id.get_create_plist().get_sizes()[0])
+            descriptors = _libhdf5.read_vlen_descriptors(
+                self.dataset.id, math.prod(self.stored_shape), address_size
+            )
+        except Exception as exc:  # libhdf5 cannot even read the descriptors
+            raise DatasetRefused("unreadable", f"{what}: descriptors unreadable ({exc})") from None
+        if descriptors is None:
+            return  # no ctypes access to libhdf5 here: read unbounded, as h5py would
+        try:
+            payload = vlen_payload_bytes(descriptors, self.context.file_size, what=what)
+        except ImplausibleVlenError as exc:
+            raise DatasetRefused("corrupt", str(exc)) from None
+        if payload > self.context.max_inline_bytes:
+            raise DatasetRefused(
+                "size",
+                f"{what} must be read and inlined, but they hold {payload} bytes, more than "
+                f"max_inline_bytes={self.context.max_inline_bytes}",
+            )
 
     def _has_storage(self) -> bool:
         if self.layout == h5py.h5d.COMPACT:
@@ -603,6 +784,8 @@ class _ArrayBuilder:
             raise DatasetRefused(
                 "datatype", f"variable-length strings that are not valid UTF-8 ({exc.reason})"
             ) from None
+        except CorruptGlobalHeapError as exc:
+            raise DatasetRefused("corrupt", str(exc)) from None
         except Exception as exc:  # e.g. a filter h5py cannot decode
             raise DatasetRefused("unreadable", f"h5py cannot read it ({exc})") from None
 
@@ -659,13 +842,7 @@ class _ArrayBuilder:
                 for index in pending
             }
         pipeline = BatchedCodecPipeline.from_codecs(metadata.codecs, batch_size=len(pending))
-        spec = ArraySpec(
-            shape=chunks,
-            dtype=metadata.data_type,
-            fill_value=metadata.fill_value,
-            config=ArrayConfig.from_dict({}),
-            prototype=default_buffer_prototype(),
-        )
+        spec = _chunk_spec(metadata, chunks)
         nd_buffer = default_buffer_prototype().nd_buffer
         batch = [
             (

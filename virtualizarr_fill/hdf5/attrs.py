@@ -22,6 +22,9 @@ from typing import Any
 import h5py
 import numpy as np
 
+from virtualizarr_fill.hdf5 import _libhdf5
+from virtualizarr_fill.hdf5.global_heap import vlen_payload_bytes
+
 #: Attributes netCDF-4 and the HDF5 dimension-scale API use for their own bookkeeping.
 HIDDEN_ATTRIBUTES = frozenset(
     {
@@ -113,8 +116,8 @@ class UnreadableAttribute:
         return f"UnreadableAttribute({type(self.error).__name__}: {self.error})"
 
 
-#: Attributes larger than this (in memory) are not read: a corrupt dataspace or heap can
-#: otherwise make libhdf5 allocate or loop without bound.
+#: Attributes larger than this (in memory, variable-length data included) are not read:
+#: a corrupt dataspace or heap can otherwise make libhdf5 allocate without bound.
 MAX_ATTRIBUTE_BYTES = 64 * 1024 * 1024
 
 
@@ -136,6 +139,13 @@ def _read_bounded(obj: h5py.HLObject, name: str) -> Any:
     size = math.prod(shape) * max(dtype.itemsize, 1)
     if size > MAX_ATTRIBUTE_BYTES:
         raise ValueError(f"{size} bytes exceed {MAX_ATTRIBUTE_BYTES}")
+    if _is_variable_length(dtype) and math.prod(shape):
+        claimed = _vlen_payload(attr, math.prod(shape))
+        if size + claimed > MAX_ATTRIBUTE_BYTES:
+            raise ValueError(
+                f"its variable-length elements claim {claimed} bytes, more than "
+                f"{MAX_ATTRIBUTE_BYTES}"
+            )
     values = np.zeros(shape, dtype=dtype, order="C")
     attr.read(values, mtype=htype)
     string_info = h5py.check_string_dtype(dtype)
@@ -143,6 +153,32 @@ def _read_bounded(obj: h5py.HLObject, name: str) -> Any:
         decoded = [item.decode("utf-8", "surrogateescape") for item in values.flat]
         values = np.array(decoded, dtype=dtype).reshape(values.shape)
     return values[()] if values.ndim == 0 else values
+
+
+def _is_variable_length(dtype: np.dtype) -> bool:
+    """Whether h5py reads ``dtype`` as variable-length strings or sequences."""
+    if h5py.check_vlen_dtype(dtype) is not None:
+        return True
+    string_info = h5py.check_string_dtype(dtype)
+    return string_info is not None and string_info.length is None
+
+
+def _vlen_payload(attr: h5py.h5a.AttrID, count: int) -> int:
+    """Bytes the attribute's variable-length elements claim, from their stored
+    descriptors (libhdf5 allocates each claimed length before it reads the heap)."""
+    try:
+        # 8-byte file addresses almost always: the file's own size is looked up only
+        # when the descriptors are not that size.
+        descriptors = _libhdf5.read_vlen_descriptors(attr, count, 8)
+    except _libhdf5.DescriptorReadError:
+        file_id = h5py.h5i.get_file_id(attr)
+        address_size = int(file_id.get_create_plist().get_sizes()[0])
+        if address_size == 8:
+            raise
+        descriptors = _libhdf5.read_vlen_descriptors(attr, count, address_size)
+    if descriptors is None:
+        return 0  # no ctypes access to libhdf5 here: read unbounded, as h5py would
+    return vlen_payload_bytes(descriptors)
 
 
 def read_raw_attributes(obj: h5py.HLObject) -> dict[str, Any]:

@@ -16,6 +16,7 @@ a :class:`SkippedLinkWarning`; odd attributes are converted or skipped with an
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from virtualizarr_fill.errors import (
 from virtualizarr_fill.hdf5.arrays import ArrayContext, DatasetRefused, Target, build_array
 from virtualizarr_fill.hdf5.attrs import convert_attributes
 from virtualizarr_fill.hdf5.dims import DatasetNode, DimensionNamer, GroupNode
+from virtualizarr_fill.hdf5.reader import HDF5File
 from virtualizarr_fill.hdf5.urls import join_url
 from virtualizarr_fill.io import StoreFile
 
@@ -87,13 +89,13 @@ class _FileSession:
 
     registry: ObjectStoreRegistry
     reader_options: dict[str, Any]
-    readers: list[StoreFile] = field(default_factory=list)
-    files: dict[str, tuple[h5py.File, StoreFile]] = field(default_factory=dict)
+    readers: list[HDF5File] = field(default_factory=list)
+    files: dict[str, tuple[h5py.File, HDF5File]] = field(default_factory=dict)
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
-    def reader(self, url: str) -> StoreFile:
+    def reader(self, url: str) -> HDF5File:
         store, path = self.registry.resolve(url)
-        reader = StoreFile(store, path, **self.reader_options)
+        reader = HDF5File(store, path, **self.reader_options)
         self.readers.append(reader)
         return reader
 
@@ -105,7 +107,7 @@ class _FileSession:
             return False
         return True
 
-    def open(self, url: str) -> tuple[h5py.File, StoreFile]:
+    def open(self, url: str) -> tuple[h5py.File, HDF5File]:
         if url in self.files:
             return self.files[url]
         reader = self.reader(url)
@@ -116,20 +118,31 @@ class _FileSession:
                 f"{url}: this is a netCDF-3 file (CDF-{version} classic format), not HDF5 or "
                 "netCDF-4; open it with VirtualiZarr's NetCDF3Parser"
             )
-        if find_superblock(reader) < 0:
+        superblock = find_superblock(reader)
+        if superblock < 0:
             raise NotHDF5Error(f"{url}: not an HDF5 file (no HDF5 signature at 0 or 512*2^n)")
+        reader.base = superblock
         reader.seek(0)
         try:
             file = h5py.File(reader, "r")
         except OSError as exc:
             raise CorruptFileError(f"{url}: the HDF5 library cannot open it: {exc}") from None
         self.stack.enter_context(file)
+        with contextlib.suppress(Exception):  # keep the defaults (8) if unreadable
+            reader.address_size, reader.length_size = (
+                int(size) for size in file.id.get_create_plist().get_sizes()
+            )
         self.files[url] = (file, reader)
         return file, reader
 
     def open_with_size(self, url: str) -> tuple[h5py.File, int]:
         file, reader = self.open(url)
         return file, reader.size
+
+    def opened_reader(self, url: str) -> HDF5File | None:
+        """The reader of a file this session has opened, else None."""
+        opened = self.files.get(url)
+        return None if opened is None else opened[1]
 
     def close(self) -> None:
         self.stack.close()
@@ -213,6 +226,7 @@ class HDF5Parser:
                 exists=session.exists,
                 open_file=session.open_with_size,
                 max_chunks=self.max_chunks,
+                reader=session.opened_reader,
             )
             group = self._manifest_group(node, namer, context, walker)
         finally:
@@ -268,15 +282,7 @@ class HDF5Parser:
         url = walker.url_of(member)
         member_context = context
         if url != context.url:
-            member_context = ArrayContext(
-                url=url,
-                file_size=walker.size_of(url),
-                on_fill_out_of_range=context.on_fill_out_of_range,
-                max_inline_bytes=context.max_inline_bytes,
-                exists=context.exists,
-                open_file=context.open_file,
-                max_chunks=context.max_chunks,
-            )
+            member_context = dataclasses.replace(context, url=url, file_size=walker.size_of(url))
         where = member.path or member.key
         try:
             target = Target(shape, dims, member.path or None)

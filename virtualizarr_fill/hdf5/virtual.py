@@ -20,6 +20,7 @@ offset. Anything else is refused naming the reason: never fill values in its pla
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -165,15 +166,7 @@ def _source_array(mapping: Mapping, dataset: h5py.Dataset, context: ArrayContext
             "layout",
             f"{where}: only part of the source is mapped ({source.shape} -> {mapping.shape})",
         )
-    source_context = ArrayContext(
-        url=url,
-        file_size=size,
-        on_fill_out_of_range=context.on_fill_out_of_range,
-        max_inline_bytes=context.max_inline_bytes,
-        exists=context.exists,
-        open_file=context.open_file,
-        max_chunks=context.max_chunks,
-    )
+    source_context = dataclasses.replace(context, url=url, file_size=size)
     dims = tuple(f"dim_{i}" for i in range(len(mapping.shape)))
     try:
         return build_array(source, Target(mapping.shape, dims), source_context)
