@@ -154,3 +154,54 @@ def test_one_parser_shared_by_threads(corpus_dir: Path, serial: dict[str, dict[s
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(lambda job: describe(*job), jobs * ROUNDS))
     _check(results, serial)
+
+
+_THREAD_STRESS = r"""
+import sys, warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+import h5py, numpy as np
+from obspec_utils.registry import ObjectStoreRegistry
+from obstore.store import LocalStore
+from virtualizarr_fill.hdf5 import HDF5Parser
+
+directory = Path(sys.argv[1])
+paths = []
+for i in range(40):
+    path = directory / f"f{i}.nc"
+    with h5py.File(path, "w") as f:
+        # A filtered dataset whose last chunk is partial: the parser asks libhdf5
+        # whether partial edge chunks are filtered.
+        f.create_dataset("tas", data=np.arange(7 * 5, dtype="f4").reshape(7, 5) + i,
+                         chunks=(4, 5), compression="gzip")
+    paths.append(path)
+registry = ObjectStoreRegistry({"file://": LocalStore()})
+parser = HDF5Parser()
+
+def parse(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = parser(f"file://{path}", registry)
+    return store._group.arrays["tas"].manifest.dict()
+
+serial = [parse(p) for p in paths]
+for _ in range(15):
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(parse, paths)) == serial
+print("ok")
+"""
+
+
+def test_hdf5_parsing_from_threads_does_not_crash(tmp_path: Path) -> None:
+    """Every direct libhdf5 call must hold h5py's lock, or threads race inside libhdf5
+    (a segmentation fault, not an exception): run in a child process to see a crash."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", _THREAD_STRESS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
