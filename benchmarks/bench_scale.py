@@ -78,7 +78,18 @@ PARSER_SAMPLE = 100
 
 
 def _peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (Linux reports KiB)."""
+    """Peak resident memory of this process so far, in MB.
+
+    ``VmHWM`` rather than ``ru_maxrss``: Linux carries ``ru_maxrss`` across exec, so a
+    mode's process would report its parent's peak if that were larger.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -114,6 +114,19 @@ def _emit(stream: Any, message: dict[str, Any]) -> None:
 
 
 def _rss_mb() -> float:
+    """Peak resident memory of this process, in MB.
+
+    Linux carries ``ru_maxrss`` across exec: a worker started by a large pytest process
+    would report the parent's peak as its own (and be restarted after every case once
+    pytest passed the limit). ``VmHWM`` belongs to this process's own address space.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
 
