@@ -107,7 +107,7 @@ class ArrayContext:
     #: Open another HDF5 file of the session: (h5py file, size in bytes) (VDS sources).
     open_file: Callable[[str], tuple[h5py.File, int]]
     #: Largest chunk grid a manifest may have (a dense manifest costs ~40 bytes a chunk).
-    max_chunks: int = 1 << 24
+    max_chunks: int = 1 << 22
     #: The open reader of a file of the session (for bytes it has already fetched and
     #: the file's superblock facts), or None.
     reader: Callable[[str], HDF5File | None] = _no_reader
@@ -309,7 +309,8 @@ class _ArrayBuilder:
         if math.prod(grid) > self.context.max_chunks:
             raise DatasetRefused(
                 "size",
-                f"a grid of {math.prod(grid)} chunks exceeds max_chunks={self.context.max_chunks}",
+                f"a grid of {math.prod(grid)} chunks exceeds max_chunks={self.context.max_chunks} "
+                "(HDF5Parser(max_chunks=...) admits larger grids, at about 40 bytes a chunk)",
             )
         metadata_for = self._metadata_factory(attributes, chunks, codecs)
         if materialise:

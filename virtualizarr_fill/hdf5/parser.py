@@ -42,7 +42,7 @@ from virtualizarr_fill.io import StoreFile
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_CHUNKS = 1 << 24
+DEFAULT_MAX_CHUNKS = 1 << 22  # about 170 MB of dense manifest at the limit
 #: Reads of whole aligned MiB blocks: HDF5 metadata is scattered (object headers, B-tree
 #: nodes, heaps), and one MiB per round trip never costs more requests or bytes than
 #: VirtualiZarr's default reader while usually needing fewer requests.
