@@ -16,18 +16,24 @@ block is restored so the edit reaches the parser. Verdicts matching a bug listed
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests._fuzz_driver import (
+    FUZZ_SETTINGS,
+    HypothesisChooser,
+    judge,
+    judge_truncations,
+    worker_session,
+)
 from tests._fuzz_mutations import Mutation, apply_ops, hdf5_mutation, hdf5_structure
 from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
 from tests.test_fuzz_known_bugs import known_bug
-from tests.test_fuzz_tiff import HypothesisChooser, record
 
 pytestmark = pytest.mark.corpus
 
@@ -52,13 +58,11 @@ TRUNCATED_FILES = (
     "jjhelmus+pyfive/earliest.hdf5",
     "fsspec+kerchunk/hdf5_mali_chunk.h5",
 )
-CASE_TIMEOUT = 10.0
 
 
 @pytest.fixture(scope="module")
-def worker() -> Any:
-    with FuzzWorker() as fuzz_worker:
-        yield fuzz_worker
+def worker() -> Iterator[FuzzWorker]:
+    yield from worker_session()
 
 
 @pytest.fixture(scope="module")
@@ -66,53 +70,22 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz_hdf5")
 
 
-def judge(worker: FuzzWorker, corpus: Path, scratch: Path, mutation: Mutation) -> dict[str, Any]:
-    """The verdict on a mutation; fails the test unless acceptable or a known bug."""
-    path = scratch / f"case{Path(mutation.file).suffix}"
-    path.write_bytes(mutation.apply((corpus / mutation.file).read_bytes()))
-    result = worker.check(str(path), "hdf5", timeout=CASE_TIMEOUT)
-    outcome = str(result["outcome"])
-    if "error_class" in result:
-        outcome += f" ({result['error_class']})"
-    record(outcome, f"mutation: {mutation.to_json()}", f"verdict: {result}")
-    if not acceptable(result):
-        bug = known_bug(result, mutation.label)
-        if bug is not None:
-            record(f"known bug {bug}")
-            return result
-        pytest.fail(
-            f"{result['outcome']} for {mutation.file} after {mutation.label}: "
-            f"{result.get('error') or result.get('detail')}\nmutation: {mutation.to_json()}"
-            f"\nverdict: {result}"
-        )
-    return result
-
-
-@settings(
-    max_examples=600,
-    deadline=timedelta(seconds=60),
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@FUZZ_SETTINGS
 @given(data=st.data())
 def test_mutated_hdf5_reads_exactly_or_is_refused(
     data: st.DataObject, worker: FuzzWorker, corpus_dir: Path, scratch: Path
 ) -> None:
     name = data.draw(st.sampled_from(HDF5_FILES))
     mutation = hdf5_mutation(str(corpus_dir / name), name, HypothesisChooser(data))
-    judge(worker, corpus_dir, scratch, mutation)
+    judge(worker, corpus_dir, scratch, mutation, "hdf5")
 
 
 @pytest.mark.parametrize("name", TRUNCATED_FILES)
 def test_truncation_at_every_boundary(
     name: str, worker: FuzzWorker, corpus_dir: Path, scratch: Path
 ) -> None:
-    outcomes = set()
-    for point in hdf5_structure(str(corpus_dir / name)).boundaries():
-        mutation = Mutation(name, f"truncate to {point}", [{"op": "truncate", "size": point}])
-        outcomes.add(judge(worker, corpus_dir, scratch, mutation)["outcome"])
-    assert "refused" in outcomes
+    points = hdf5_structure(str(corpus_dir / name)).boundaries()
+    judge_truncations(worker, corpus_dir, scratch, name, points, "hdf5")
 
 
 def _set_fields(name: str, corpus: Path, labels: dict[str, int]) -> list[dict[str, Any]]:

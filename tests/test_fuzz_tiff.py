@@ -12,15 +12,21 @@ failing test there) are counted, not failed, here; any other failure is a new bu
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis.control import currently_in_test_context
 
+from tests._fuzz_driver import (
+    FUZZ_SETTINGS,
+    HypothesisChooser,
+    judge,
+    judge_truncations,
+    worker_session,
+)
 from tests._fuzz_mutations import Mutation, TiffStructure, apply_ops, tiff_mutation, tiff_structure
 from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
 from tests.test_fuzz_known_bugs import known_bug
@@ -51,35 +57,11 @@ TRUNCATED_FILES = (
     "image-rs+image-tiff/BigTIFFMotorola.tif",
     "cogeotiff+rio-tiler/cog_uint8_rgba.tif",
 )
-CASE_TIMEOUT = 10.0
-
-
-class HypothesisChooser:
-    """The mutation generators' choices, drawn by hypothesis (so failures shrink)."""
-
-    def __init__(self, data: st.DataObject) -> None:
-        self.data = data
-
-    def choice(self, options: Any) -> Any:
-        return self.data.draw(st.sampled_from(list(options)))
-
-    def integer(self, low: int, high: int) -> int:
-        return self.data.draw(st.integers(low, high))
-
-
-def record(event_text: str, *notes: str) -> None:
-    """Count an outcome and note the case, when running under hypothesis."""
-    if not currently_in_test_context():
-        return
-    for text in notes:
-        note(text)
-    event(event_text)
 
 
 @pytest.fixture(scope="module")
-def worker() -> Any:
-    with FuzzWorker() as fuzz_worker:
-        yield fuzz_worker
+def worker() -> Iterator[FuzzWorker]:
+    yield from worker_session()
 
 
 @pytest.fixture(scope="module")
@@ -87,56 +69,22 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz_tiff")
 
 
-def judge(worker: FuzzWorker, corpus: Path, scratch: Path, mutation: Mutation) -> dict[str, Any]:
-    """The verdict on a mutation; fails the test unless acceptable or a known bug."""
-    source = corpus / mutation.file
-    path = scratch / f"case{Path(mutation.file).suffix}"
-    path.write_bytes(mutation.apply(source.read_bytes()))
-    result = worker.check(str(path), "tiff", timeout=CASE_TIMEOUT)
-    outcome = str(result["outcome"])
-    if "error_class" in result:
-        outcome += f" ({result['error_class']})"
-    record(outcome, f"mutation: {mutation.to_json()}", f"verdict: {result}")
-    if not acceptable(result):
-        bug = known_bug(result, mutation.label)
-        if bug is not None:
-            record(f"known bug {bug}")
-            return result
-        pytest.fail(
-            f"{result['outcome']} for {mutation.file} after {mutation.label}: "
-            f"{result.get('error') or result.get('detail')}\nmutation: {mutation.to_json()}"
-            f"\nverdict: {result}"
-        )
-    return result
-
-
-@settings(
-    max_examples=600,
-    deadline=timedelta(seconds=60),
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@FUZZ_SETTINGS
 @given(data=st.data())
 def test_mutated_tiff_reads_exactly_or_is_refused(
     data: st.DataObject, worker: FuzzWorker, corpus_dir: Path, scratch: Path
 ) -> None:
     name = data.draw(st.sampled_from(TIFF_FILES))
     mutation = tiff_mutation(str(corpus_dir / name), name, HypothesisChooser(data))
-    judge(worker, corpus_dir, scratch, mutation)
+    judge(worker, corpus_dir, scratch, mutation, "tiff")
 
 
 @pytest.mark.parametrize("name", TRUNCATED_FILES)
 def test_truncation_at_every_boundary(
     name: str, worker: FuzzWorker, corpus_dir: Path, scratch: Path
 ) -> None:
-    structure = tiff_structure(str(corpus_dir / name))
-    outcomes = set()
-    for point in structure.boundaries():
-        mutation = Mutation(name, f"truncate to {point}", [{"op": "truncate", "size": point}])
-        outcomes.add(judge(worker, corpus_dir, scratch, mutation)["outcome"])
-    # A truncated file can never read back whole: some cut must have been refused.
-    assert "refused" in outcomes
+    points = tiff_structure(str(corpus_dir / name)).boundaries()
+    judge_truncations(worker, corpus_dir, scratch, name, points, "tiff")
 
 
 def _scalar_tag(structure: TiffStructure, code: int) -> Any:
