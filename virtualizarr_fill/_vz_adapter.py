@@ -325,44 +325,46 @@ def _any_sharded(arrays: Sequence[ManifestArray]) -> bool:
     return any(_is_sharded(a) for a in arrays)
 
 
+def _combined(
+    name: str,
+    arrays: Sequence[ManifestArray],
+    axis: Any,
+    new_axis: bool,
+) -> ManifestArray:
+    """Concatenate (``new_axis=False``) or stack ``arrays`` along ``axis``: rectilinear
+    grids and edge codecs merged by our metadata functions, manifests by VirtualiZarr's."""
+    arrays = list(arrays)
+    if not isinstance(axis, int | np.integer):
+        raise TypeError(f"axis must be an integer, got {axis!r}")
+    if _any_sharded(arrays) and not any(is_rectilinear(a.metadata) for a in arrays):
+        return cast(ManifestArray, _upstream(name)(arrays, axis=axis))
+    combine_metadata = stack_metadata if new_axis else concatenation_metadata
+    metadata = combine_metadata(
+        [a.metadata for a in arrays],
+        int(axis),
+        _describer(arrays),
+        grid_shapes=[a.manifest.shape_chunk_grid for a in arrays],
+    )
+    axis = int(axis) % (arrays[0].ndim + int(new_axis))
+    combine_manifests = (
+        vz_array_api._stack_manifests if new_axis else vz_array_api._concat_manifests
+    )
+    manifest = combine_manifests([a.manifest for a in arrays], axis=axis)
+    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+
+
 # Retire when VirtualiZarr's concatenate builds rectilinear grids and merges edge codecs.
 def _concatenate(arrays: Sequence[ManifestArray], /, *, axis: int | None = 0) -> ManifestArray:
-    arrays = list(arrays)
     if axis is None:
         raise NotImplementedError(
             "concatenating with axis=None flattens the arrays, a reshape a ManifestArray cannot do"
         )
-    if not isinstance(axis, int | np.integer):
-        raise TypeError(f"axis must be an integer, got {axis!r}")
-    if _any_sharded(arrays) and not any(is_rectilinear(a.metadata) for a in arrays):
-        return cast(ManifestArray, _upstream("concatenate")(arrays, axis=axis))
-    metadata = concatenation_metadata(
-        [a.metadata for a in arrays],
-        int(axis),
-        _describer(arrays),
-        grid_shapes=[a.manifest.shape_chunk_grid for a in arrays],
-    )
-    axis = int(axis) % arrays[0].ndim
-    manifest = vz_array_api._concat_manifests([a.manifest for a in arrays], axis=axis)
-    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+    return _combined("concatenate", arrays, axis, new_axis=False)
 
 
 # Retire when VirtualiZarr's stack handles rectilinear grids, transposes and edge codecs.
 def _stack(arrays: Sequence[ManifestArray], /, *, axis: int = 0) -> ManifestArray:
-    arrays = list(arrays)
-    if not isinstance(axis, int | np.integer):
-        raise TypeError(f"axis must be an integer, got {axis!r}")
-    if _any_sharded(arrays) and not any(is_rectilinear(a.metadata) for a in arrays):
-        return cast(ManifestArray, _upstream("stack")(arrays, axis=axis))
-    metadata = stack_metadata(
-        [a.metadata for a in arrays],
-        int(axis),
-        _describer(arrays),
-        grid_shapes=[a.manifest.shape_chunk_grid for a in arrays],
-    )
-    axis = int(axis) % (arrays[0].ndim + 1)
-    manifest = vz_array_api._stack_manifests([a.manifest for a in arrays], axis=axis)
-    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+    return _combined("stack", arrays, axis, new_axis=True)
 
 
 # Retire with _stack (expand_dims is a stack of one array).
