@@ -1,4 +1,5 @@
-"""Small sample files for the examples (deterministic; written with tifffile and netCDF4).
+"""Small sample files for the examples (deterministic; written with tifffile and netCDF4),
+and the local object-store registry and Icechunk repository the examples write to.
 
 Not an example itself: the examples import it to make their input data.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tifffile
@@ -162,3 +164,30 @@ def write_netcdf_series(
             tas[1, 0, :2] = np.ma.masked  # missing values: read as NaN by xarray
         paths.append(path)
     return paths
+
+
+def local_registry() -> Any:
+    """An object-store registry that resolves ``file://`` URLs on this machine."""
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+
+    return ObjectStoreRegistry({"file://": LocalStore()})
+
+
+def icechunk_repository(repo_dir: Path, data_dir: Path) -> Any:
+    """A new local Icechunk repository allowed to read virtual chunks under ``data_dir``."""
+    import icechunk
+
+    icechunk.set_logs_filter("error")  # its warnings about local storage target developers
+    prefix = data_dir.resolve().as_uri() + "/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(data_dir)))
+    )
+    return icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(repo_dir)),
+        config,
+        authorize_virtual_chunk_access=icechunk.containers_credentials(
+            {prefix: icechunk.credentials.LocalFileSystemAccess}
+        ),
+    )

@@ -26,7 +26,6 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import tifffile
@@ -40,32 +39,6 @@ import virtualizarr_fill  # noqa: F401  (registers codecs, enables rectilinear g
 from virtualizarr_fill import TIFFParser
 
 TILES = 8
-
-
-def _registry() -> Any:
-    from obspec_utils.registry import ObjectStoreRegistry
-    from obstore.store import LocalStore
-
-    return ObjectStoreRegistry({"file://": LocalStore()})
-
-
-def _icechunk_repo(repo_dir: Path, data_dir: Path) -> Any:
-    """A new local repository allowed to read virtual chunks under ``data_dir``."""
-    import icechunk
-
-    icechunk.set_logs_filter("error")  # its warnings about local storage target developers
-    prefix = data_dir.resolve().as_uri() + "/"
-    config = icechunk.RepositoryConfig.default()
-    config.set_virtual_chunk_container(
-        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(data_dir)))
-    )
-    return icechunk.Repository.create(
-        icechunk.local_filesystem_storage(str(repo_dir)),
-        config,
-        authorize_virtual_chunk_access=icechunk.containers_credentials(
-            {prefix: icechunk.credentials.LocalFileSystemAccess}
-        ),
-    )
 
 
 def save_map(data: xr.DataArray, path: Path) -> None:
@@ -92,7 +65,7 @@ def main(out_dir: Path) -> int:
     print(f"{len(tiles)} GeoTIFF tiles written to {out_dir / 'tiles'}")
 
     # --- virtualize and concatenate --------------------------------------------------
-    registry = _registry()
+    registry = _samples.local_registry()
     parser = TIFFParser()
     virtual = [open_virtual_dataset(p.as_uri(), registry=registry, parser=parser) for p in tiles]
     # combine_attrs: keep the attributes the tiles share (``_FillValue``, ``grid_mapping``);
@@ -109,7 +82,7 @@ def main(out_dir: Path) -> int:
     print(f"virtual mosaic: {dict(mosaic.sizes)}, chunk grid {type(grid).__name__}")
 
     # --- write to Icechunk; the commit makes it visible ------------------------------
-    repo = _icechunk_repo(out_dir / "mosaic.icechunk", out_dir / "tiles")
+    repo = _samples.icechunk_repository(out_dir / "mosaic.icechunk", out_dir / "tiles")
     session = repo.writable_session("main")
     mosaic.vz.to_icechunk(session.store)
     session.commit("mosaic of 8 GeoTIFF tiles")

@@ -29,7 +29,6 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import xarray as xr
 
@@ -40,32 +39,6 @@ import _samples
 import virtualizarr_fill  # noqa: F401  (registers codecs, enables rectilinear grids)
 
 FILES = 4
-
-
-def _registry() -> Any:
-    from obspec_utils.registry import ObjectStoreRegistry
-    from obstore.store import LocalStore
-
-    return ObjectStoreRegistry({"file://": LocalStore()})
-
-
-def _icechunk_repo(repo_dir: Path, data_dir: Path) -> Any:
-    """A new local repository allowed to read virtual chunks under ``data_dir``."""
-    import icechunk
-
-    icechunk.set_logs_filter("error")  # its warnings about local storage target developers
-    prefix = data_dir.resolve().as_uri() + "/"
-    config = icechunk.RepositoryConfig.default()
-    config.set_virtual_chunk_container(
-        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(data_dir)))
-    )
-    return icechunk.Repository.create(
-        icechunk.local_filesystem_storage(str(repo_dir)),
-        config,
-        authorize_virtual_chunk_access=icechunk.containers_credentials(
-            {prefix: icechunk.credentials.LocalFileSystemAccess}
-        ),
-    )
 
 
 def _open_kerchunk(path: Path) -> xr.Dataset:
@@ -98,7 +71,7 @@ def main(out_dir: Path) -> int:
     print(f"{len(files)} netCDF-4 files written to {out_dir / 'series'}")
 
     # --- virtualize and concatenate --------------------------------------------------
-    registry = _registry()
+    registry = _samples.local_registry()
     parser = HDF5Parser()
     virtual = [open_virtual_dataset(p.as_uri(), registry=registry, parser=parser) for p in files]
     series = xr.combine_nested(
@@ -114,7 +87,7 @@ def main(out_dir: Path) -> int:
     print(f"virtual series: {dict(series.sizes)}, time chunks {list(edges)}")
 
     # --- the references, two ways ----------------------------------------------------
-    repo = _icechunk_repo(out_dir / "series.icechunk", out_dir / "series")
+    repo = _samples.icechunk_repository(out_dir / "series.icechunk", out_dir / "series")
     session = repo.writable_session("main")
     series.vz.to_icechunk(session.store)
     session.commit(f"{FILES} netCDF files along time")
