@@ -33,6 +33,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 from virtualizarr_fill.io import CountingStore
+from virtualizarr_fill.read_pipeline import PIPELINE_PATH
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -546,11 +547,13 @@ def measure_parse(
 # ------------------------------------------------------------------------ read speed
 
 
-#: zarr's codec pipelines: the default, and the opt-in synchronous one (which reads a
-#: ManifestStore through ``virtualizarr_fill._sync_store``).
+#: zarr's codec pipelines: the default, the opt-in synchronous one (which reads a
+#: ManifestStore through ``virtualizarr_fill._sync_store``), and ours, which reads a
+#: whole batch of chunks from the manifest at once (``virtualizarr_fill.read_pipeline``).
 PIPELINES = {
     "batched": "zarr.core.codec_pipeline.BatchedCodecPipeline",
     "fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
+    "manifest": PIPELINE_PATH,
 }
 
 

@@ -36,6 +36,9 @@ from virtualizarr_fill.errors import (  # noqa: E402
     VirtualizarrFillError,
 )
 from virtualizarr_fill.hdf5 import HDF5Parser  # noqa: E402
+
+# Importing it registers the opt-in whole-batch read pipeline with zarr.
+from virtualizarr_fill.read_pipeline import PIPELINE_PATH, use_manifest_pipeline  # noqa: E402
 from virtualizarr_fill.tiff import TIFFParser  # noqa: E402
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "IncompatibleArraysError",
     "NotATiffError",
     "NotHDF5Error",
+    "PIPELINE_PATH",
     "StoreReadError",
     "TIFFParser",
     "UnknownFormatError",
@@ -54,6 +58,7 @@ __all__ = [
     "UnsupportedFeatureError",
     "VirtualizarrFillError",
     "fill_conflicts",
+    "use_manifest_pipeline",
 ]
 
 __version__ = "0.1.0"

@@ -1,0 +1,535 @@
+"""A zarr codec pipeline that reads VirtualiZarr ManifestStores a whole batch at a time.
+
+zarr hands a codec pipeline every chunk of one read (``array[...]``) in one ``read``
+call. Its own pipelines then treat each chunk alone: one store lookup, one ranged GET
+and one scheduled decode per chunk, about 100-300 µs each, which dominates reading the
+many small strips and chunks of typical TIFF and HDF5 files. For a read from a
+:class:`~virtualizarr.manifests.ManifestStore`, :class:`ManifestCodecPipeline` instead
+
+1. looks every chunk up in the array's manifest at once (paths, offsets, lengths);
+2. fetches the byte ranges with one ``get_ranges`` call per file, on zarr's event loop
+   (obstore coalesces nearby ranges on object stores); reads of 1 MiB or more are cut
+   into pieces that worker threads fetch and decode, so reading overlaps decoding;
+3. decodes each chunk with the array's own codecs (zarr's synchronous codec chain;
+   plain ``bytes`` + transpose chunks are viewed as arrays directly, and zlib streams
+   are inflated by libdeflate), and copies it into the output.
+
+The values are those zarr's own pipelines read, bit for bit (tests/test_read_pipeline.py
+compares them with tifffile and h5py).
+
+Everything else - writes, other stores, sharding and other partial decodes, codecs
+without a synchronous implementation, non-CPU buffers - goes to zarr's
+``BatchedCodecPipeline`` unchanged. Opt in with::
+
+    zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})
+
+or :func:`use_manifest_pipeline` as a context manager (or the environment variable
+``ZARR_CODEC_PIPELINE__PATH``, which also reaches dask worker processes). What zarr
+itself does per chunk before it calls the pipeline (chunk keys, chunk specs, indexing)
+and per array (opening, metadata) is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Self
+
+import imagecodecs
+import numpy as np
+import zarr
+from obstore.store import LocalStore, MemoryStore
+from virtualizarr.manifests import ManifestArray
+from virtualizarr.manifests import store as vz_store
+from virtualizarr.manifests.store import ManifestStore
+from zarr.abc.codec import ArrayBytesCodecPartialDecodeMixin, Codec, CodecPipeline, GetResult
+from zarr.codecs.bytes import BytesCodec
+from zarr.codecs.numcodecs import Shuffle as NumcodecsShuffle
+from zarr.codecs.numcodecs import Zlib as NumcodecsZlib
+from zarr.codecs.transpose import TransposeCodec
+from zarr.core.buffer import Buffer, NDBuffer
+from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
+from zarr.core.chunk_utils import ChunkTransform, fill_value_or_default
+from zarr.core.codec_pipeline import BatchedCodecPipeline, resolve_aa_specs
+from zarr.core.dtype.common import HasEndianness
+from zarr.registry import register_pipeline
+from zarr.storage._common import StorePath
+
+from virtualizarr_fill._sync_store import _resolve
+
+if TYPE_CHECKING:
+    from zarr.abc.store import ByteGetter, ByteSetter
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
+    from zarr.core.indexing import SelectorTuple
+    from zarr.core.metadata.v3 import ChunkGridMetadata
+
+    ChunkInfo = tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]
+    # decode(batch, stored bytes by item, items): decodes those items into the output
+    _Decode = Callable[[Sequence[ChunkInfo], Any, list[int]], None]
+
+PIPELINE_PATH = "virtualizarr_fill.read_pipeline.ManifestCodecPipeline"
+
+#: The VirtualiZarr internals the chunk lookup relies on (tested with VirtualiZarr 2.8);
+#: without them every read goes to zarr's own pipeline.
+_KNOWS_VIRTUALIZARR = hasattr(vz_store, "_get_deepest_group_or_array")
+
+#: Stored bytes in one read from which chunks are fetched and decoded in worker threads
+#: (zlib, zstd, imagecodecs and file reads release the GIL); below it the hand-off to
+#: threads costs more than it saves.
+THREADED_BYTES = 1 << 20
+#: Reads of at most this many chunks are planned entry by entry, larger ones with numpy.
+FEW_CHUNKS = 16
+#: Stored bytes one worker-thread task fetches and decodes.
+PIECE_BYTES = 4 << 20
+
+
+@dataclass
+class _Plan:
+    """Where each chunk of one read is: file chunks grouped by file, inlined bytes, missing."""
+
+    by_file: dict[str, tuple[list[int], list[int], list[int]]]  # url -> (items, starts, ends)
+    inlined: dict[int, bytes]  # item -> bytes held in the manifest
+    missing: list[int]  # items with no chunk: the fill value
+    nbytes: int  # bytes to fetch
+
+
+@dataclass(frozen=True)
+class _RawLayout:
+    """Chunks stored as plain numbers (``bytes`` codec, transposes before it): decoded
+    by viewing the bytes as an array instead of through zarr's buffer objects, which
+    is most of the per-chunk cost of small uncompressed strips. Same result as the
+    codecs: the ``bytes`` codec's stored byte order, then each transpose undone."""
+
+    view_dtype: np.dtype[Any]
+    aa_codecs: tuple[TransposeCodec, ...]
+    inverse_orders: tuple[tuple[int, ...], ...]  # in decode order (last codec first)
+
+
+def _raw_layout(pipeline: BatchedCodecPipeline, array_spec: ArraySpec) -> _RawLayout | None:
+    ab = pipeline.array_bytes_codec
+    if type(ab) is not BytesCodec:
+        return None
+    if not all(type(c) is TransposeCodec for c in pipeline.array_array_codecs):
+        return None
+    dtype = array_spec.dtype.to_native_dtype()
+    if dtype.kind not in "biufc" or dtype.fields is not None:
+        return None
+    if isinstance(array_spec.dtype, HasEndianness):
+        view = replace(array_spec.dtype, endianness=ab.endian).to_native_dtype()  # type: ignore[call-arg]
+    else:
+        view = dtype
+    aa = tuple(c for c in pipeline.array_array_codecs if isinstance(c, TransposeCodec))
+    inverse = tuple(tuple(int(i) for i in np.argsort(c.order)) for c in reversed(aa))
+    return _RawLayout(view, aa, inverse)
+
+
+@dataclass(frozen=True)
+class ManifestCodecPipeline(CodecPipeline):
+    """zarr's batched pipeline, with whole-batch reads from ManifestStores (see the module)."""
+
+    inner: BatchedCodecPipeline
+    transform: ChunkTransform | None  # None: a codec has no synchronous decode
+    raw: _RawLayout | None = None
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
+        inner = BatchedCodecPipeline.from_codecs(codecs, batch_size=batch_size)
+        return cls(inner=inner, transform=None)
+
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        inner = self.inner.evolve_from_array_spec(array_spec)
+        try:
+            transform: ChunkTransform | None = ChunkTransform(codecs=tuple(inner))
+        except TypeError:
+            transform = None
+        return type(self)(inner=inner, transform=transform, raw=_raw_layout(inner, array_spec))
+
+    def __iter__(self) -> Iterator[Codec]:
+        return iter(self.inner)
+
+    @property
+    def supports_partial_decode(self) -> bool:
+        return self.inner.supports_partial_decode
+
+    @property
+    def supports_partial_encode(self) -> bool:
+        return self.inner.supports_partial_encode
+
+    def validate(
+        self,
+        *,
+        shape: tuple[int, ...],
+        dtype: ZDType[TBaseDType, TBaseScalar],
+        chunk_grid: ChunkGridMetadata,
+    ) -> None:
+        self.inner.validate(shape=shape, dtype=dtype, chunk_grid=chunk_grid)
+
+    def compute_encoded_size(self, byte_length: int, array_spec: ArraySpec) -> int:
+        return self.inner.compute_encoded_size(byte_length, array_spec)
+
+    async def decode(
+        self, chunk_bytes_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
+    ) -> Iterable[NDBuffer | None]:
+        return await self.inner.decode(chunk_bytes_and_specs)
+
+    async def encode(
+        self, chunk_arrays_and_specs: Iterable[tuple[NDBuffer | None, ArraySpec]]
+    ) -> Iterable[Buffer | None]:
+        return await self.inner.encode(chunk_arrays_and_specs)
+
+    async def write(
+        self,
+        batch_info: Iterable[tuple[ByteSetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
+        value: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> None:
+        await self.inner.write(batch_info, value, drop_axes)
+
+    async def read(
+        self,
+        batch_info: Iterable[ChunkInfo],
+        out: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> tuple[GetResult, ...]:
+        batch = batch_info if isinstance(batch_info, list) else list(batch_info)
+        located = self._locate(batch, out)
+        if located is None:
+            return await self.inner.read(batch, out, drop_axes)
+        store, plan = located
+        target: Any = out.as_ndarray_like()
+        decode = self._decoder(drop_axes, target)
+        if plan.nbytes >= THREADED_BYTES:
+            # Fetch and decode in worker threads, a piece at a time, so reading one piece
+            # overlaps decoding another, the bytes in memory stay bounded and zarr's event
+            # loop (shared by every thread reading) is not held up.
+            loop = asyncio.get_running_loop()
+            pool = _pool()
+            await asyncio.gather(
+                *(
+                    loop.run_in_executor(pool, _fetch_and_decode, store, piece, batch, decode)
+                    for piece in _pieces(plan)
+                )
+            )
+        else:
+            chunks = await _fetch(store, plan, len(batch))
+            decode(batch, chunks, [i for i, data in enumerate(chunks) if data is not None])
+        for i in plan.missing:
+            _, spec, _, out_selection, _ = batch[i]
+            target[out_selection] = fill_value_or_default(spec)
+        missing = set(plan.missing)
+        return tuple(
+            GetResult(status="missing" if i in missing else "present") for i in range(len(batch))
+        )
+
+    def _locate(
+        self, batch: Sequence[ChunkInfo], out: NDBuffer
+    ) -> tuple[ManifestStore, _Plan] | None:
+        """The chunks' places in the manifest, or None where this pipeline does not apply."""
+        if not batch or self.transform is None or not _KNOWS_VIRTUALIZARR:
+            return None
+        if self.inner.supports_partial_decode and isinstance(
+            self.inner.array_bytes_codec, ArrayBytesCodecPartialDecodeMixin
+        ):
+            return None  # sharding: the codec fetches inner chunks itself
+        first = batch[0][0]
+        if not isinstance(first, StorePath) or not isinstance(first.store, ManifestStore):
+            return None
+        if not isinstance(out.as_ndarray_like(), np.ndarray):
+            return None
+        store = first.store
+        if not hasattr(store, "_group") or not hasattr(store, "_registry"):
+            return None
+        node, suffix = vz_store._get_deepest_group_or_array(store._group, first.path)
+        if not isinstance(node, ManifestArray) or suffix.endswith("zarr.json"):
+            return None
+        manifest = node.manifest
+        if not all(hasattr(manifest, a) for a in ("_paths", "_offsets", "_lengths", "_inlined")):
+            return None  # a VirtualiZarr whose manifest layout this module does not know
+        prefix = first.path[: len(first.path) - len(suffix)]
+        keys = []
+        for getter, *_ in batch:
+            if not isinstance(getter, StorePath) or getter.store is not store:
+                return None
+            keys.append(getter.path)
+        if not all(key.startswith(prefix) for key in keys):
+            return None
+        keys = [key[len(prefix) :] for key in keys]
+        if len(keys) <= FEW_CHUNKS:
+            return store, _plan_few(node, manifest, keys)
+        return store, _plan(manifest, _grid_indices(node, keys, manifest._paths.ndim))
+
+    def _decoder(self, drop_axes: tuple[int, ...], target: Any) -> _Decode:
+        """A function decoding some chunks of a batch into ``target``."""
+        transform, raw, bb_codecs = self.transform, self.raw, self.inner.bytes_bytes_codecs
+        assert transform is not None  # _locate checked
+        if raw is None:
+
+            def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
+                for i in items:
+                    _, spec, chunk_selection, out_selection, _ = batch[i]
+                    raw_bytes = spec.prototype.buffer.from_bytes(chunks[i])
+                    array: Any = transform.decode_chunk(raw_bytes, spec).as_ndarray_like()
+                    _scatter(array[chunk_selection], target, out_selection, drop_axes)
+
+            return decode
+
+        # The chunks of one read differ only in shape (edge chunks of rectilinear grids),
+        # and hashing a whole ArraySpec per chunk would cost more than the decode.
+        shapes: dict[tuple[int, ...], tuple[ArraySpec, tuple[int, ...]]] = {}
+
+        def stored(spec: ArraySpec) -> tuple[ArraySpec, tuple[int, ...]]:
+            found = shapes.get(spec.shape)
+            if found is None:
+                _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
+                found = shapes[spec.shape] = (ab_spec, ab_spec.shape)
+            return found
+
+        def decode_raw(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
+            for i in items:
+                _, spec, chunk_selection, out_selection, _ = batch[i]
+                ab_spec, shape = stored(spec)
+                data = chunks[i]
+                if bb_codecs:
+                    data = _decode_bytes(bb_codecs, data, ab_spec, shape, raw.view_dtype)
+                array = np.frombuffer(data, dtype=raw.view_dtype).reshape(shape)
+                for order in raw.inverse_orders:
+                    array = array.transpose(order)
+                _scatter(array[chunk_selection], target, out_selection, drop_axes)
+
+        return decode_raw
+
+
+def _decode_bytes(
+    bb_codecs: tuple[Any, ...],
+    data: Any,
+    ab_spec: ArraySpec,
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+) -> Any:
+    """Undo the bytes->bytes codecs of one chunk (last codec first).
+
+    A zlib stream that decodes straight into the chunk's bytes (nothing but shuffles
+    after it) is inflated by libdeflate through imagecodecs, about twice as fast as
+    zlib: its size is known, which libdeflate needs, and inflating is deterministic, so
+    the bytes are the same. Anything libdeflate refuses goes to the codec itself."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    buffer = None
+    for k in range(len(bb_codecs) - 1, -1, -1):
+        codec = bb_codecs[k]
+        if buffer is None and _inflates_to(bb_codecs, k):
+            with contextlib.suppress(Exception):
+                data = imagecodecs.deflate_decode(data, out=nbytes)
+                continue
+        if buffer is None:
+            buffer = ab_spec.prototype.buffer.from_bytes(data)
+        buffer = codec._decode_sync(buffer, ab_spec)
+        data = None
+    return data if buffer is None else buffer.as_numpy_array()
+
+
+def _inflates_to(bb_codecs: tuple[Any, ...], k: int) -> bool:
+    """Is codec ``k`` zlib, decoding to the chunk's own size (only shuffles after it)?"""
+    if type(bb_codecs[k]) is not NumcodecsZlib:
+        return False
+    return all(type(c) is NumcodecsShuffle for c in bb_codecs[:k])
+
+
+def _scatter(
+    selected: Any, target: Any, out_selection: SelectorTuple, drop_axes: tuple[int, ...]
+) -> None:
+    if drop_axes:
+        selected = selected.squeeze(axis=drop_axes)
+    target[out_selection] = selected  # converts a stored byte order to the native one
+
+
+def _grid_indices(node: ManifestArray, keys: list[str], ndim: int) -> np.ndarray[Any, Any]:
+    """Chunk keys (inside the array) -> their grid indices, one row per key.
+
+    Parsed all at once (one split of the joined keys) because a read of a small-chunked
+    array has tens of thousands of keys; the result is checked against what the array's
+    chunk key encoding writes for those indices."""
+    if ndim == 0 or not keys:
+        return np.zeros((len(keys), ndim), dtype=np.intp)
+    encoding = node.metadata.chunk_key_encoding
+    separator: str = getattr(encoding, "separator", ".")
+    if isinstance(encoding, DefaultChunkKeyEncoding):
+        head = 1  # "c<sep>i<sep>j..."
+    elif isinstance(encoding, V2ChunkKeyEncoding):
+        head = 0  # "i<sep>j..."
+    else:
+        rows = [encoding.decode_chunk_key(key) for key in keys]
+        return np.array(rows, dtype=np.intp).reshape(len(keys), ndim)
+    tokens = separator.join(keys).split(separator)
+    if len(tokens) != len(keys) * (head + ndim):
+        raise ValueError(f"chunk keys of a {ndim}-d grid expected: {keys[:3]}")
+    if head:
+        if set(tokens[:: head + ndim]) != {"c"}:
+            raise ValueError(f"chunk keys without the 'c' prefix: {keys[:3]}")
+        del tokens[:: head + ndim]
+    indices = np.fromiter(map(int, tokens), dtype=np.intp, count=len(tokens)).reshape(
+        len(keys), ndim
+    )
+    if encoding.encode_chunk_key(tuple(indices[-1].tolist())) != keys[-1]:
+        raise ValueError(f"chunk key {keys[-1]!r} does not round-trip")
+    return indices
+
+
+def _plan_few(node: ManifestArray, manifest: Any, keys: list[str]) -> _Plan:
+    """:func:`_plan` for a few chunks, entry by entry (numpy's per-call cost would
+    dominate)."""
+    encoding = node.metadata.chunk_key_encoding
+    ndim = manifest._paths.ndim
+    plan = _Plan({}, {}, [], 0)
+    for item, key in enumerate(keys):
+        index = encoding.decode_chunk_key(key) if ndim else ()
+        if len(index) != ndim or encoding.encode_chunk_key(index) != key:
+            raise ValueError(f"chunk key {key!r} does not name a chunk of a {ndim}-d grid")
+        data = manifest._inlined.get(index)
+        url = str(manifest._paths[index])
+        if data is not None:
+            plan.inlined[item] = data
+        elif url == "":
+            plan.missing.append(item)
+        else:
+            offset, length = int(manifest._offsets[index]), int(manifest._lengths[index])
+            items, starts, ends = plan.by_file.setdefault(url, ([], [], []))
+            items.append(item)
+            starts.append(offset)
+            ends.append(offset + length)
+            plan.nbytes += length
+    return plan
+
+
+def _plan(manifest: Any, indices: np.ndarray[Any, Any]) -> _Plan:
+    """Where the chunks at ``indices`` (one row each) are, from the manifest's arrays."""
+    where = tuple(indices.T) if manifest._paths.ndim else ()
+    count = len(indices)
+    paths = np.broadcast_to(manifest._paths[where], (count,))
+    offsets = np.broadcast_to(manifest._offsets[where], (count,)).astype(np.int64)
+    lengths = np.broadcast_to(manifest._lengths[where], (count,)).astype(np.int64)
+    present = paths != ""
+    inlined: dict[int, bytes] = {}
+    if manifest._inlined:
+        for item, row in enumerate(indices.tolist()):
+            data = manifest._inlined.get(tuple(row))
+            if data is not None:
+                inlined[item] = data
+                present[item] = False
+    missing = [i for i in np.flatnonzero(paths == "").tolist() if i not in inlined]
+    by_file: dict[str, tuple[list[int], list[int], list[int]]] = {}
+    items = np.flatnonzero(present)
+    if len(items):
+        urls = paths[items]
+        for url in np.unique(urls).tolist():
+            same = urls == url
+            mine = items if same.all() else items[same]
+            starts = offsets[mine]
+            by_file[url] = (mine.tolist(), starts.tolist(), (starts + lengths[mine]).tolist())
+    return _Plan(by_file, inlined, missing, int(lengths[items].sum()))
+
+
+async def _fetch(store: ManifestStore, plan: _Plan, count: int) -> list[Any]:
+    """Every chunk's stored bytes (None where missing), one ``get_ranges`` per file."""
+    chunks: list[Any] = [None] * count
+    for item, data in plan.inlined.items():
+        chunks[item] = data
+    remote = []
+    for url, (items, starts, ends) in plan.by_file.items():
+        obj_store, path = _resolve(store._registry, url)
+        if isinstance(obj_store, (LocalStore, MemoryStore)):
+            # A small read of local memory or disk returns sooner than a hand-off to
+            # obstore's async runtime and back would.
+            got = obj_store.get_ranges(path, starts=starts, ends=ends)
+            for item, stored in zip(items, got, strict=True):
+                chunks[item] = stored
+        else:
+            remote.append((obj_store, path, items, starts, ends))
+
+    async def one_file(
+        obj_store: Any, path: str, items: list[int], starts: list[int], ends: list[int]
+    ) -> None:
+        if len(items) == 1:
+            got = [await obj_store.get_range_async(path, start=starts[0], end=ends[0])]
+        else:
+            got = await obj_store.get_ranges_async(path, starts=starts, ends=ends)
+        for item, data in zip(items, got, strict=True):
+            chunks[item] = data
+
+    await asyncio.gather(*(one_file(*where) for where in remote))
+    return chunks
+
+
+def _pieces(plan: _Plan) -> Iterator[_Plan]:
+    """``plan`` cut into pieces of about :data:`PIECE_BYTES` (inlined chunks in the first)."""
+    inlined = plan.inlined
+    for url, (items, starts, ends) in plan.by_file.items():
+        begin, size = 0, 0
+        for k in range(len(items)):
+            size += ends[k] - starts[k]
+            if size >= PIECE_BYTES or k == len(items) - 1:
+                piece = (items[begin : k + 1], starts[begin : k + 1], ends[begin : k + 1])
+                yield _Plan({url: piece}, inlined, [], size)
+                inlined, begin, size = {}, k + 1, 0
+    if inlined:
+        yield _Plan({}, inlined, [], 0)
+
+
+def _fetch_and_decode(
+    store: ManifestStore,
+    piece: _Plan,
+    batch: Sequence[ChunkInfo],
+    decode: _Decode,
+) -> None:
+    """Worker thread: read one piece's byte ranges (blocking) and decode them."""
+    chunks: dict[int, Any] = dict(piece.inlined)
+    for url, (items, starts, ends) in piece.by_file.items():
+        obj_store, path = _resolve(store._registry, url)
+        got = obj_store.get_ranges(path, starts=starts, ends=ends)
+        chunks.update(zip(items, got, strict=True))
+    decode(batch, chunks, list(chunks))
+
+
+_thread_pool: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _thread_pool
+    if _thread_pool is None:
+        _thread_pool = ThreadPoolExecutor(_max_workers(), thread_name_prefix="manifest-read")
+    return _thread_pool
+
+
+def _forget_pool() -> None:
+    """A forked child inherits the pool object but not its threads."""
+    global _thread_pool
+    _thread_pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _max_workers() -> int:
+    configured = zarr.config.get("codec_pipeline.max_workers", None)
+    with contextlib.suppress(TypeError, ValueError):
+        if configured is not None:
+            return max(1, int(configured))
+    return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def use_manifest_pipeline() -> Iterator[None]:
+    """Read with :class:`ManifestCodecPipeline` inside the ``with`` block."""
+    with zarr.config.set({"codec_pipeline.path": PIPELINE_PATH}):
+        yield
+
+
+register_pipeline(ManifestCodecPipeline)
+
+__all__ = ["PIPELINE_PATH", "ManifestCodecPipeline", "use_manifest_pipeline"]
