@@ -7,6 +7,7 @@ own asynchronous ``get`` returns for the same key and byte range.
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from collections.abc import Iterator
@@ -163,6 +164,37 @@ def test_get_sync_metadata_and_inlined_chunks(tiff_files: dict[str, Path]) -> No
     assert store.get_sync("band_data/.zarray") is None  # type: ignore[attr-defined]
     blocking, upstream = _both(store, "band/c/0", RangeByteRequest(8, 16))
     assert blocking.to_bytes() == upstream.to_bytes() == np.int64(2).tobytes()
+
+
+def test_zarr_json_encoded_once_and_never_stale(tiff_files: dict[str, Path]) -> None:
+    """``zarr.json`` is served from a cache kept per metadata object: the same bytes the
+    metadata encodes to, the same object on a second request, and a new document once
+    the array's metadata is replaced."""
+    import gc
+
+    from virtualizarr_fill import _sync_store
+
+    store = _parse(TIFFParser(), tiff_files["strip_short_rgb_chunky_deflate"])
+    prototype = default_buffer_prototype()
+    group = store._group
+    for key, metadata in (("zarr.json", group.metadata), ("band_data/zarr.json", None)):
+        metadata = metadata or group.arrays["band_data"].metadata
+        fresh = metadata.to_buffer_dict(prototype=prototype)["zarr.json"].to_bytes()
+        first = sync(store.get(key, prototype))
+        assert first.to_bytes() == fresh
+        assert sync(store.get(key, prototype)) is first
+        assert store.get_sync(key, prototype=prototype) is first  # type: ignore[attr-defined]
+
+    array = group.arrays["band_data"]
+    renamed = array.metadata.update_attributes({"long_name": "replaced"})
+    group._members["band_data"] = type(array)(metadata=renamed, chunkmanifest=array.manifest)
+    served = json.loads(sync(store.get("band_data/zarr.json", prototype)).to_bytes())
+    assert served["attributes"]["long_name"] == "replaced"
+
+    cached = len(_sync_store._metadata_json)
+    del array, renamed, group, store
+    gc.collect()
+    assert len(_sync_store._metadata_json) < cached
 
 
 def test_store_with_a_prefix(fused: None, tiff_files: dict[str, Path]) -> None:

@@ -1,4 +1,5 @@
-"""Synchronous reads from VirtualiZarr's ManifestStore, for zarr's fused codec pipeline.
+"""Synchronous reads from VirtualiZarr's ManifestStore, for zarr's fused codec pipeline,
+and its ``zarr.json`` documents encoded once instead of at every request.
 
 zarr's ``FusedCodecPipeline`` reads and decodes a whole batch of chunks in a thread pool
 instead of scheduling one coroutine per chunk, which is most of the cost of reading an
@@ -15,6 +16,12 @@ Nothing changes until a user opts in to the fused pipeline::
 
 The chunk lookup mirrors ``ManifestStore.get`` (same key parsing, same path-in-store rule
 for stores with a prefix); object paths are resolved once per file, not once per chunk.
+
+``ManifestStore.get`` encodes a node's metadata to JSON at every request for its
+``zarr.json``, and zarr requests it when the group is opened and again for every array
+opened: on files with large attributes that is most of the time taken to open them. The
+metadata objects are immutable, so the encoded document is kept with the object (and
+dropped with it) and served from there by both ``get`` and ``get_sync``.
 """
 
 from __future__ import annotations
@@ -54,6 +61,21 @@ _resolved: weakref.WeakKeyDictionary[ObjectStoreRegistry, dict[str, tuple[Any, s
 )
 
 
+_metadata_json: dict[int, Buffer] = {}
+
+
+def _zarr_json(metadata: Any) -> Buffer:
+    """``metadata``'s ``zarr.json`` document, encoded once per metadata object."""
+    key = id(metadata)
+    found = _metadata_json.get(key)
+    if found is None:
+        found = metadata.to_buffer_dict(prototype=default_buffer_prototype())["zarr.json"]
+        _metadata_json[key] = found
+        # The id may be reused once the object is gone: forget it with the object.
+        weakref.finalize(metadata, _metadata_json.pop, key, None)
+    return found
+
+
 def _resolve(registry: ObjectStoreRegistry, url: str) -> tuple[Any, str]:
     known = _resolved.get(registry)
     if known is None:
@@ -79,7 +101,7 @@ def get_sync(
     prototype = prototype or default_buffer_prototype()
     node, suffix = vz_store._get_deepest_group_or_array(self._group, key)
     if suffix.endswith("zarr.json"):
-        return node.metadata.to_buffer_dict(prototype=default_buffer_prototype())["zarr.json"]
+        return _zarr_json(node.metadata)
     if suffix.endswith(_V2_METADATA_KEYS):
         return None
     if isinstance(node, ManifestGroup):
@@ -111,8 +133,28 @@ def _read_only(self: ManifestStore, *args: Any, **kwargs: Any) -> None:
     raise NotImplementedError("ManifestStore is read-only")
 
 
+_upstream_get = ManifestStore.get
+
+
+# Retire when VirtualiZarr's ManifestStore caches its encoded metadata.
+async def get(
+    self: ManifestStore,
+    key: str,
+    prototype: BufferPrototype,
+    byte_range: ByteRequest | None = None,
+) -> Buffer | None:
+    """``ManifestStore.get``, with ``zarr.json`` documents encoded once."""
+    if key.endswith("zarr.json"):
+        node, suffix = vz_store._get_deepest_group_or_array(self._group, key)
+        if suffix.endswith("zarr.json"):
+            return _zarr_json(node.metadata)
+    return await _upstream_get(self, key, prototype, byte_range)
+
+
 def install() -> None:
-    """Give ManifestStore the synchronous store surface (idempotent; kept if upstream has it)."""
+    """Give ManifestStore the synchronous store surface and cached ``zarr.json``
+    documents (idempotent; upstream's synchronous surface is kept if it has one)."""
+    ManifestStore.get = get  # type: ignore[method-assign]
     if getattr(ManifestStore, "get_sync", get_sync) is not get_sync:
         return  # upstream implements it
     ManifestStore.get_sync = get_sync  # type: ignore[attr-defined]
