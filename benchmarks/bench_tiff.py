@@ -3,7 +3,8 @@
 For each file, both parsers build a ManifestStore from a ``file://`` URL through an
 :class:`~virtualizarr_fill.io.CountingStore` wrapper (so every object-store request and
 byte is counted the same way), and the median parse time of several repetitions is
-reported. Files:
+reported; the two parsers take turns, repetition by repetition, so that load from other
+processes affects both alike. Files:
 
 * a generated 1000x1000 float32 Deflate COG with overviews (GDAL, through rasterio);
 * a generated 150-row strip file with RowsPerStrip 10 (tifffile; virtual-tiff refuses
@@ -21,7 +22,9 @@ first IFD's tags and GeoTIFF keys (every tifffile-based parser pays it before bu
 any Zarr metadata), and ``open_virtual_dataset`` is the whole call a user makes with
 ``TIFFParser()`` (parse plus VirtualiZarr building the xarray Dataset).
 
-Run: ``python benchmarks/bench_tiff.py`` (``--repeat N``, ``--no-corpus``).
+Run: ``python benchmarks/bench_tiff.py`` (``--repeat N``, ``--no-corpus``). ``--profile N``
+instead runs N first-image and N every-IFD parses of each generated file under cProfile
+and prints where the time goes.
 """
 
 from __future__ import annotations
@@ -134,27 +137,48 @@ def corpus_files_virtual_tiff_reads() -> list[Path]:
     return [Path(p) for p in json.loads(result.stdout.strip().splitlines()[-1])]
 
 
+def _measure_once(parser: Callable[[str, Any], Any], path: Path) -> tuple[float, int, int]:
+    """Seconds, requests and bytes of one parse through a counting store."""
+    counting = CountingStore(LocalStore())
+    registry = ObjectStoreRegistry({"file://": counting})
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parser("file://" + str(path), registry)
+    seconds = time.perf_counter() - start
+    return seconds, counting.stats.requests, counting.stats.bytes_read
+
+
 def measure(parser: Callable[[str, Any], Any], path: Path, repeat: int) -> dict[str, Any]:
     """Median parse time, and requests/bytes of one parse, through a counting store."""
-    times = []
-    requests = nbytes = 0
-    error = None
+    return measure_side_by_side([parser], path, repeat)[0]
+
+
+def measure_side_by_side(
+    parsers: list[Callable[[str, Any], Any]], path: Path, repeat: int
+) -> list[dict[str, Any]]:
+    """:func:`measure` for several parsers, their repetitions taking turns, so that load
+    from other processes on a shared machine falls on each alike."""
+    times: list[list[float]] = [[] for _ in parsers]
+    counts: list[tuple[int, int]] = [(0, 0) for _ in parsers]
+    errors: list[str | None] = [None for _ in parsers]
     for _ in range(repeat):
-        counting = CountingStore(LocalStore())
-        registry = ObjectStoreRegistry({"file://": counting})
-        start = time.perf_counter()
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                parser("file://" + str(path), registry)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"[:80]
-            break
-        times.append(time.perf_counter() - start)
-        requests, nbytes = counting.stats.requests, counting.stats.bytes_read
-    if error is not None:
-        return {"error": error}
-    return {"seconds": statistics.median(times), "requests": requests, "bytes": nbytes}
+        for index, parser in enumerate(parsers):
+            if errors[index] is not None:
+                continue
+            try:
+                seconds, requests, nbytes = _measure_once(parser, path)
+            except Exception as exc:
+                errors[index] = f"{type(exc).__name__}: {exc}"[:80]
+                continue
+            times[index].append(seconds)
+            counts[index] = (requests, nbytes)
+    return [
+        {"error": error}
+        if error is not None
+        else {"seconds": statistics.median(t), "requests": c[0], "bytes": c[1]}
+        for t, c, error in zip(times, counts, errors, strict=True)
+    ]
 
 
 def run(files: list[Path], repeat: int) -> None:
@@ -172,9 +196,8 @@ def run(files: list[Path], repeat: int) -> None:
         )
         ratios, request_pairs = [], []
         for path in files:
-            measure(ours, path, 1)  # warm caches and imports
-            a = measure(ours, path, repeat)
-            b = measure(theirs, path, repeat)
+            measure_side_by_side([ours, theirs], path, 1)  # warm caches and imports
+            a, b = measure_side_by_side([ours, theirs], path, repeat)
             name = path.name[:48]
             if "error" in a or "error" in b:
                 print(f"{name:48s} ours={a.get('error', 'ok')} vt={b.get('error', 'ok')}")
@@ -274,16 +297,39 @@ def run_context(files: list[Path], repeat: int) -> None:
         )
 
 
+def run_profile(files: list[Path], parses: int) -> None:
+    """cProfile of repeated parses: the functions that take the most time, cumulatively."""
+    import cProfile
+    import pstats
+
+    for path in files:
+        for mode, parser in (("first image", TIFFParser()), ("every IFD", TIFFParser(tree=True))):
+            url = "file://" + str(path)
+            parser(url, _registry())  # imports and caches
+            profile = cProfile.Profile()
+            profile.enable()
+            for _ in range(parses):
+                parser(url, _registry())
+            profile.disable()
+            print(f"\n== {path.name}, {mode}: {parses} parses under cProfile ==")
+            stats = pstats.Stats(profile)
+            stats.sort_stats("cumulative").print_stats(r"virtualizarr_fill|tifffile\.py", 30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-corpus", action="store_true")
+    parser.add_argument("--profile", type=int, metavar="N", help="profile N parses instead")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cog, strips = Path(tmp) / "cog_1000_float32_deflate.tif", Path(tmp) / "strips_150_rps10.tif"
         make_cog(cog)
         make_strips(strips)
         files = [cog, strips]
+        if args.profile:
+            run_profile(files, args.profile)
+            return
         if not args.no_corpus and CORPUS.is_dir():
             corpus = corpus_files_virtual_tiff_reads()
             print(f"corpus files virtual-tiff reads correctly: {len(corpus)}")

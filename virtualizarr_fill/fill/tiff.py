@@ -20,6 +20,7 @@ encoded ``_FillValue`` attribute. See docs/fill-values.md.
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -70,6 +71,12 @@ _METADATA_LABEL = "GDAL_METADATA (tag 42112)"
 # trailing zeros, e.g. "1.#INF00"); GDAL files written on Windows carry these spellings.
 _MSVC_SPECIAL = re.compile(r"^([+-]?)1\.#(INF|QNAN|SNAN|IND)0*$", re.IGNORECASE)
 _PREFIXED_FILL = re.compile(r"^(?P<var>.+)#(?P<name>_FillValue|missing_value)$")
+
+
+def _prefixed_fill(key: str) -> re.Match[str] | None:
+    """``<var>#_FillValue`` / ``<var>#missing_value`` item names."""
+    # Every match holds a "#": most names (files carry hundreds) skip the regex.
+    return _PREFIXED_FILL.match(key) if "#" in key else None
 
 
 class _Role(IntEnum):
@@ -148,7 +155,7 @@ def _band_variable(
         return declared.pop(), NETCDF_VARNAME_ITEM
     if declared:
         return None, "bands name different variables"
-    prefixes = {m.group("var") for key in attributes if (m := _PREFIXED_FILL.match(key))}
+    prefixes = {m.group("var") for key in attributes if (m := _prefixed_fill(key))}
     if len(prefixes) == 1:
         return prefixes.pop(), "the only variable with prefixed fill items"
     return None, ""
@@ -240,7 +247,7 @@ def consolidate_tiff_fill(
     own_prefixed = [
         key
         for key in attributes
-        if (m := _PREFIXED_FILL.match(key)) and variable is not None and m["var"] == variable
+        if (m := _prefixed_fill(key)) and variable is not None and m["var"] == variable
     ]
     if own_prefixed:
         notes.append(f"prefixed fill items of variable {variable!r} used ({how})")
@@ -278,7 +285,7 @@ def consolidate_tiff_fill(
         out.pop(FILL_VALUE_ATTR, None)
         notes.insert(
             0,
-            f"no usable fill information; fill_value is the {dt} default "
+            f"no usable fill information; fill_value is the {_dtype_name(dt)} default "
             f"{describe(fill_value)} and no _FillValue is written",
         )
     else:
@@ -318,6 +325,12 @@ def consolidate_tiff_fill(
     return FillDecision(fill_value=fill_value, attributes=out, dtype=dt, notes=tuple(notes))
 
 
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dtype: np.dtype[Any]) -> str:
+    # NumPy builds a dtype's name anew on every str(); every parse notes it once.
+    return str(dtype)
+
+
 def _drop_redundant_prefixed(
     out: dict[str, Any],
     dtype: np.dtype[Any],
@@ -327,7 +340,7 @@ def _drop_redundant_prefixed(
 ) -> None:
     """Remove ``<var>#_FillValue`` / ``<var>#missing_value`` items equal to the result."""
     for key in list(out):
-        match = _PREFIXED_FILL.match(key)
+        match = _prefixed_fill(key)
         if not match:
             continue
         target = fill if match.group("name") == FILL_VALUE_ATTR else missing

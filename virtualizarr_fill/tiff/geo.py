@@ -72,26 +72,139 @@ def _float_list(page: TiffPage, code: int) -> list[float] | None:
     tag = page.tags.get(code)
     if tag is None or tag.value is None:
         return None
-    return [float(v) for v in np.asarray(tag.value, dtype=np.float64).ravel()]
+    values: list[float] = np.asarray(tag.value, dtype=np.float64).ravel().tolist()
+    return values
+
+
+_SKIPPED_GEOTIFF_TAGS = frozenset(
+    {"ModelPixelScale", "ModelTiepoint", "ModelTransformation", "IntergraphMatrix"}
+)
 
 
 def geokeys_of(page: TiffPage) -> dict[str, Any]:
     """GeoKeyDirectory entries by name (enums as their integer codes)."""
     if GEO_KEY_DIRECTORY not in page.tags:
         return {}
+    fast = _plain_geokeys(page)
+    if fast is not None:
+        return fast
     keys = page.geotiff_tags or {}
-    skip = {"ModelPixelScale", "ModelTiepoint", "ModelTransformation", "IntergraphMatrix"}
-    return {name: _json_value(v) for name, v in keys.items() if name not in skip}
+    return {name: _json_value(v) for name, v in keys.items() if name not in _SKIPPED_GEOTIFF_TAGS}
 
 
-def transform_from_tags(page: TiffPage, pixel_is_point: bool) -> Affine | None:
-    """The pixel-corner affine transform, or None (no tags, or ground control points)."""
-    matrix = _float_list(page, MODEL_TRANSFORMATION)
+GEO_DOUBLE_PARAMS = 34736
+GEO_ASCII_PARAMS = 34737
+_RPC_COEFFICIENTS = 50844
+
+
+@functools.cache
+def _geokey_tables() -> tuple[dict[int, str], dict[int, dict[Any, int]]]:
+    """tifffile's GeoKey names by code, and per coded key its enum values (as ints)."""
+    from tifffile import TIFF
+
+    names = {int(key.value): key.name for key in TIFF.GEO_KEYS}
+    codes = {int(key): {m.value: int(m.value) for m in cls} for key, cls in TIFF.GEO_CODES.items()}
+    return names, codes
+
+
+def _plain_geokeys(page: TiffPage) -> dict[str, Any] | None:
+    """The GeoKeys of a well-formed GeoKeyDirectory, or None for any other.
+
+    Hand-written: the same result as tifffile's ``TiffPage.geotiff_tags`` after the
+    conversions of :func:`geokeys_of` (tests compare the two on every corpus file), for
+    the directories GDAL and libgeotiff write: every key within the directory, values
+    inline or in GeoDoubleParams/GeoAsciiParams within range, no RPC coefficients, and
+    tiepoints/transformation of the sizes tifffile reshapes. tifffile's general decoding
+    (building enums per key, converting tags this parser skips) costs several times more;
+    anything else is left to it, with its warnings and errors.
+    """
+    tags = page.tags
+    # valueof, as tifffile reads these tags: None for a tag whose value cannot be read.
+    directory = tags.valueof(GEO_KEY_DIRECTORY)
+    if type(directory) is not tuple or len(directory) < 4 or directory[0] != 1:
+        return None
+    count = directory[3]
+    if type(count) is not int or len(directory) != 4 + 4 * count:
+        return None
+    if _RPC_COEFFICIENTS in tags or not _reshapable_model_tags(page):
+        return None
+    names, codes = _geokey_tables()
+    doubles = _param_values(page, GEO_DOUBLE_PARAMS, tuple)
+    ascii_params = _param_values(page, GEO_ASCII_PARAMS, str)
+    result: dict[str, Any] = {
+        "KeyDirectoryVersion": directory[0],
+        "KeyRevision": directory[1],
+        "KeyRevisionMinor": directory[2],
+    }
+    for start in range(4, len(directory), 4):
+        key, location, number, offset = directory[start : start + 4]
+        value: Any
+        if location == 0:
+            value = offset
+        else:
+            source = (
+                doubles
+                if location == GEO_DOUBLE_PARAMS
+                else ascii_params
+                if location == GEO_ASCII_PARAMS
+                else None
+            )
+            if source is None or number < 1 or offset + number > len(source):
+                return None
+            if number == 1:
+                value = source[offset]
+            else:
+                value = source[offset : offset + number]
+                if location == GEO_ASCII_PARAMS and value[-1] == "|":
+                    value = value[:-1]
+        if type(value) is tuple:
+            value = list(value)  # of floats, as _json_value lists them
+        else:
+            coded = codes.get(key)
+            if coded is not None:
+                value = coded.get(value, value)
+        result[names.get(key, key)] = value  # type: ignore[index]
+    return result
+
+
+def _param_values(page: TiffPage, code: int, kind: type) -> Any:
+    """GeoDoubleParams (a tuple of floats) or GeoAsciiParams (a string), else None."""
+    value = page.tags.valueof(code)
+    if type(value) is not kind:
+        return None
+    if isinstance(value, tuple) and not all(type(v) is float for v in value):
+        return None
+    return value
+
+
+def _reshapable_model_tags(page: TiffPage) -> bool:
+    """Whether tifffile would reshape ModelTiepoint and ModelTransformation without error."""
+    for code, size in ((MODEL_TIEPOINT, 6), (MODEL_TRANSFORMATION, 16)):
+        value = page.tags.valueof(code)
+        if value is None:
+            continue
+        if isinstance(value, np.ndarray):  # long arrays (ground control points)
+            if value.dtype.kind != "f":
+                return False
+            length = int(value.size)
+        elif type(value) is tuple and all(type(v) is float for v in value):
+            length = len(value)
+        else:
+            return False
+        if length % size if code == MODEL_TIEPOINT else length != size:
+            return False
+    return True
+
+
+def _transform(
+    matrix: list[float] | None,
+    scale: list[float] | None,
+    tiepoints: list[float] | None,
+    pixel_is_point: bool,
+) -> Affine | None:
     if matrix is not None and len(matrix) >= 8:
         a, b, c, d, e, f = matrix[0], matrix[1], matrix[3], matrix[4], matrix[5], matrix[7]
     else:
-        scale = _float_list(page, MODEL_PIXEL_SCALE)
-        tiepoints = _float_list(page, MODEL_TIEPOINT)
         if scale is None or tiepoints is None or len(tiepoints) != 6 or len(scale) < 2:
             return None
         i, j, _, x, y, _ = tiepoints
@@ -100,6 +213,19 @@ def transform_from_tags(page: TiffPage, pixel_is_point: bool) -> Affine | None:
     if pixel_is_point:
         c, f = c - (a + b) / 2, f - (d + e) / 2
     return (a, b, c, d, e, f)
+
+
+def transform_from_tags(page: TiffPage, pixel_is_point: bool) -> Affine | None:
+    """The pixel-corner affine transform, or None (no tags, or ground control points)."""
+    matrix = _float_list(page, MODEL_TRANSFORMATION)
+    if matrix is not None and len(matrix) >= 8:
+        return _transform(matrix, None, None, pixel_is_point)
+    return _transform(
+        matrix,
+        _float_list(page, MODEL_PIXEL_SCALE),
+        _float_list(page, MODEL_TIEPOINT),
+        pixel_is_point,
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -131,13 +257,17 @@ def georeference(page: TiffPage) -> Georeference:
     """Transform, GeoKeys and CRS of one IFD."""
     geokeys = geokeys_of(page)
     pixel_is_point = geokeys.get("GTRasterTypeGeoKey") == PIXEL_IS_POINT
-    result = Georeference(geokeys=geokeys, transform=transform_from_tags(page, pixel_is_point))
-    for code, name in (
-        (MODEL_PIXEL_SCALE, "ModelPixelScale"),
-        (MODEL_TIEPOINT, "ModelTiepoint"),
-        (MODEL_TRANSFORMATION, "ModelTransformation"),
+    matrix = _float_list(page, MODEL_TRANSFORMATION)
+    scale = _float_list(page, MODEL_PIXEL_SCALE)
+    tiepoints = _float_list(page, MODEL_TIEPOINT)
+    result = Georeference(
+        geokeys=geokeys, transform=_transform(matrix, scale, tiepoints, pixel_is_point)
+    )
+    for name, values in (
+        ("ModelPixelScale", scale),
+        ("ModelTiepoint", tiepoints),
+        ("ModelTransformation", matrix),
     ):
-        values = _float_list(page, code)
         if values is not None:
             result.tag_attributes[name] = values
     if geokeys:
@@ -149,14 +279,23 @@ def pixel_centres(transform: Affine, height: int, width: int) -> tuple[np.ndarra
     """x and y of pixel centres, with rasterio/rioxarray's floating-point operations.
 
     rioxarray composes the transform with a half-pixel translation and applies it to the
-    pixel indices; the same operations in the same order give bit-identical coordinates.
+    pixel indices (``x = i * a + 0 * b + c'``, ``y = 0 * d + j * e + f'``); the same
+    operations in the same order give bit-identical coordinates. The zero terms are one
+    value for every pixel, so they are added as scalars, and indices below 2**53 are
+    exact in float64, so the products are computed in place on float64 indices.
     """
     a, b, c, d, e, f = transform
     centre_c = a * 0.5 + b * 0.5 + c
     centre_f = d * 0.5 + e * 0.5 + f
-    x = np.arange(width) * a + np.zeros(width) * b + centre_c
-    y = np.zeros(height) * d + np.arange(height) * e + centre_f
-    return x.astype(np.float64), y.astype(np.float64)
+    x = np.arange(width, dtype=np.float64)
+    x *= a
+    x += 0.0 * b
+    x += centre_c
+    y = np.arange(height, dtype=np.float64)
+    y *= e
+    y += 0.0 * d
+    y += centre_f
+    return x, y
 
 
 def scaled_transform(

@@ -30,25 +30,17 @@ Every image array built is recorded with :func:`virtualizarr_fill.report.record_
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
-import functools
 import logging
 import struct
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import tifffile
-from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
-from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
-from zarr.codecs import BytesCodec
-from zarr.core.metadata.v3 import (
-    ArrayV3Metadata,
-    RegularChunkGridMetadata,
-)
-from zarr.dtype import parse_data_type
+from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 
 from virtualizarr_fill._vz_adapter import install as install_vz_adapter
 from virtualizarr_fill.errors import (
@@ -61,6 +53,7 @@ from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
 from virtualizarr_fill.report import ArrayReport, record_array
 from virtualizarr_fill.tiff import codecs_map, geo, metadata, segments, tags
+from virtualizarr_fill.tiff.arrays import array_metadata, inlined_array, manifest_array
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
@@ -71,7 +64,6 @@ SPATIAL_REF = "spatial_ref"
 #: Longest x or y axis whose pixel-centre coordinates are built (512 MiB of float64 each);
 #: longer axes only come from damaged image dimensions.
 MAX_COORDINATE_LENGTH = 2**26
-CHUNK_KEY_ENCODING = {"name": "default", "configuration": {"separator": "/"}}
 
 
 @dataclass(frozen=True)
@@ -158,23 +150,49 @@ class _Context:
     reader: StoreFile
     file_size: int
     options: TIFFParser
+    #: Georeferences of the images overviews and masks inherit theirs from, by IFD.
+    parent_georeferences: dict[Any, geo.Georeference] = dataclasses.field(
+        default_factory=dict, compare=False
+    )
 
 
 def _source(url: str, page: TiffPage) -> str:
     return f"{url} (IFD {page.index})" if page.index else url
 
 
-@contextlib.contextmanager
-def _quiet_tifffile() -> Iterator[None]:
+class _QuietTifffile:
     """Silence tifffile's log messages about tag values (e.g. a GDAL_NODATA the data type
-    cannot hold): the parser reports such problems itself, naming the file."""
-    logger = logging.getLogger("tifffile")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    cannot hold): the parser reports such problems itself, naming the file.
+
+    Parses in several threads share the silencing: the first to enter disables the
+    logger and the last to leave restores its state. ``disabled`` rather than a level:
+    a level change clears the cache of every logger in the process, which costs more
+    than parsing a small header.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved = False
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        logger = logging.getLogger("tifffile")
+        with self._lock:
+            if self._depth == 0:
+                self._saved = logger.disabled
+                logger.disabled = True
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    logger.disabled = self._saved
+
+
+_quiet_tifffile = _QuietTifffile()
 
 
 def _open_tiff(reader: StoreFile, url: str) -> TiffFile:
@@ -213,9 +231,11 @@ def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
                 f"{url}: IFD {ifd} does not exist (the file has {len(tif.pages)} IFDs)"
             )
         return _as_page(tif.pages[ifd])
-    if not len(tif.pages):
-        raise CorruptFileError(f"{url}: the IFD chain holds no image")
-    first = _as_page(tif.pages.first)
+    try:
+        # Not len(tif.pages): counting walks the whole IFD chain.
+        first = _as_page(tif.pages.first)
+    except IndexError:
+        raise CorruptFileError(f"{url}: the IFD chain holds no image") from None
     if _is_main_image(first):
         return first
     for page in _main_pages(tif):
@@ -262,16 +282,14 @@ def _image_array(
     attrs = metadata.array_attributes(
         page, dtype, layout.samples, source, on_out_of_range=context.options.on_out_of_range
     )
-    array_metadata = ArrayV3Metadata(
+    band_metadata = array_metadata(
         shape=layout.shape,
-        data_type=zarr_data_type(dtype),
+        dtype=dtype,
         chunk_grid=decision.chunk_grid,
-        chunk_key_encoding=CHUNK_KEY_ENCODING,  # type: ignore[arg-type]
         fill_value=attrs.fill.fill_value,
-        codecs=decision.codecs,  # type: ignore[arg-type]
+        codecs=decision.codecs,
         attributes={**attrs.attributes, **extra_attributes},
         dimension_names=("band", "y", "x"),
-        storage_transformers=None,
     )
     record_array(
         ArrayReport(
@@ -282,7 +300,7 @@ def _image_array(
             fill_notes=attrs.fill.notes,
         )
     )
-    return manifest_array(array_metadata, manifest)
+    return manifest_array(band_metadata, manifest)
 
 
 def _padding_note(
@@ -315,7 +333,7 @@ def _image_group(
     report_name: str = DATA_VARIABLE,
 ) -> ManifestGroup:
     """The group of one image; ``parent`` georeferences overviews and masks."""
-    georef = _georeference(page, parent)
+    georef = _georeference(page, parent, context)
     band_data = _image_array(
         page, context, source, _grid_mapping_attributes(georef), name=report_name
     )
@@ -335,21 +353,28 @@ def _group_attributes(georef: geo.Georeference, ifd: Any) -> dict[str, Any]:
     return attrs
 
 
-def _georeference(page: TiffPage, parent: TiffPage | None) -> geo.Georeference:
+def _georeference(
+    page: TiffPage, parent: TiffPage | None, context: _Context | None = None
+) -> geo.Georeference:
     """The page's own georeference, or for an overview/mask without one, the parent's
     scaled to the page's size (as GDAL georeferences overviews)."""
     own = geo.georeference(page)
     if own.is_georeferenced or parent is None:
         return own
-    inherited = geo.georeference(parent)
-    if inherited.transform is not None:
-        inherited.transform = geo.scaled_transform(
-            inherited.transform,
+    known = context.parent_georeferences if context is not None else {}
+    key = parent.index
+    if key not in known:
+        known[key] = geo.georeference(parent)
+    inherited = known[key]
+    transform = inherited.transform
+    if transform is not None:
+        transform = geo.scaled_transform(
+            transform,
             (int(parent.imagelength), int(parent.imagewidth)),
             (int(page.imagelength), int(page.imagewidth)),
         )
-    inherited.tag_attributes = {}
-    return inherited
+    # A new object: the parent's own group keeps its transform and tag attributes.
+    return dataclasses.replace(inherited, transform=transform, tag_attributes={})
 
 
 def _grid_mapping_attributes(georef: geo.Georeference) -> dict[str, Any]:
@@ -479,76 +504,6 @@ def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     }
     arrays_out["page"] = inlined_array(np.arange(len(arrays), dtype=np.int64), ("page",))
     return ManifestGroup(arrays=arrays_out, attributes=_group_attributes(georef, pages[0].index))
-
-
-# -- manifest arrays ------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=64)
-def _inlined_template(dtype: np.dtype, ndim: int) -> ArrayV3Metadata:
-    """Validated metadata of a one-chunk little-endian array (shape all ones)."""
-    shape = (1,) * ndim
-    return ArrayV3Metadata(
-        shape=shape,
-        data_type=zarr_data_type(dtype),
-        chunk_grid=RegularChunkGridMetadata(chunk_shape=shape),
-        chunk_key_encoding=CHUNK_KEY_ENCODING,  # type: ignore[arg-type]
-        fill_value=0,
-        codecs=[BytesCodec(endian="little")],
-        attributes={},
-        dimension_names=("_",) * ndim,
-        storage_transformers=None,
-    )
-
-
-def _inlined_metadata(
-    dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...], attributes: dict[str, Any]
-) -> ArrayV3Metadata:
-    """Metadata of a one-chunk array, from a cached template.
-
-    Building ArrayV3Metadata validates and evolves the codecs (a large part of the parse
-    time of a small file); a one-chunk array with only the ``bytes`` codec differs from
-    its template in shape, chunk shape, dimension names and attributes alone, none of
-    which that validation depends on.
-    """
-    metadata = copy.copy(_inlined_template(dtype, len(shape)))
-    object.__setattr__(metadata, "shape", shape)
-    object.__setattr__(metadata, "chunk_grid", RegularChunkGridMetadata(chunk_shape=shape))
-    object.__setattr__(metadata, "dimension_names", dims)
-    object.__setattr__(metadata, "attributes", dict(attributes))
-    return metadata
-
-
-def inlined_array(
-    values: np.ndarray, dims: tuple[str, ...], *, attributes: dict[str, Any] | None = None
-) -> ManifestArray:
-    """A one-chunk array whose bytes live in the manifest (loads without file access)."""
-    values = np.array(values, dtype=values.dtype.newbyteorder("<"), order="C")
-    native = values.dtype.newbyteorder("=")
-    array_metadata = _inlined_metadata(native, values.shape, dims, attributes or {})
-    grid = (1,) * values.ndim
-    key = tuple(0 for _ in grid)
-    manifest = ChunkManifest.from_arrays(
-        paths=np.full(grid, INLINED_CHUNK_PATH, dtype=np.dtypes.StringDType()),
-        offsets=np.zeros(grid, dtype=np.uint64),
-        lengths=np.full(grid, values.nbytes, dtype=np.uint64),
-        validate_paths=False,
-        inlined={key: values.tobytes()},
-    )
-    return ManifestArray(metadata=array_metadata, chunkmanifest=manifest)
-
-
-@functools.lru_cache(maxsize=64)
-def zarr_data_type(dtype: np.dtype) -> Any:
-    """Zarr's data-type object for a NumPy dtype (zarr's own lookup is slow; cached)."""
-    return parse_data_type(dtype, zarr_format=3)
-
-
-def manifest_array(array_metadata: ArrayV3Metadata, manifest: ChunkManifest) -> ManifestArray:
-    """A ManifestArray for regular and rectilinear chunk grids (the latter via the adapter)."""
-    if not isinstance(array_metadata.chunk_grid, RegularChunkGridMetadata):
-        install_vz_adapter()
-    return ManifestArray(metadata=array_metadata, chunkmanifest=manifest)
 
 
 __all__ = ["DATA_VARIABLE", "SPATIAL_REF", "TIFFParser"]

@@ -31,6 +31,7 @@ tile size (no known GDAL or libtiff writer does this); they fail when read.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,30 +72,68 @@ def chunk_manifest(
     """Chunk references from StripOffsets/TileOffsets and their byte counts."""
     offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
     lengths = np.asarray(page.databytecounts, dtype=np.uint64).reshape(layout.grid_shape)
-    sparse = (offsets == 0) | (lengths == 0)
-    size = np.uint64(file_size)
-    # Compared without forming offset + length, which wraps around in uint64.
-    with np.errstate(over="ignore"):
-        beyond = ~sparse & ((lengths > size) | (offsets > size - lengths))
-    if beyond.any():
-        index = tuple(int(i) for i in np.argwhere(beyond)[0])
+    sparse, beyond = _sparse_and_beyond(page, offsets, lengths, file_size)
+    if beyond is not None:
+        index = tuple(int(i) for i in np.unravel_index(beyond, layout.grid_shape))
         end = int(offsets[index]) + int(lengths[index])
         raise CorruptFileError(
             f"{source}: segment {index} ends at byte {end} (offset {int(offsets[index])}, "
             f"{int(lengths[index])} bytes), past the end of the {file_size}-byte file "
             "(truncated file?)"
         )
-    paths = np.full(layout.grid_shape, url, dtype=np.dtypes.StringDType())
-    paths[sparse] = ""
-    offsets[sparse] = 0
-    lengths[sparse] = 0
+    paths = np.empty(layout.grid_shape, dtype=_STRING_DTYPE)
+    paths[...] = url
+    if sparse is not None:
+        paths[sparse] = ""
+        offsets[sparse] = 0
+        lengths[sparse] = 0
     return ChunkManifest.from_arrays(
         paths=paths, offsets=offsets, lengths=lengths, validate_paths=False
     )
 
 
+_STRING_DTYPE = np.dtypes.StringDType()
+# Up to this many segments, checking them one by one in Python beats a dozen NumPy calls.
+_FEW_SEGMENTS = 1024
+
+
+def _sparse_and_beyond(
+    page: TiffPage, offsets: np.ndarray, lengths: np.ndarray, file_size: int
+) -> tuple[np.ndarray | None, int | None]:
+    """The sparse segments (offset or byte count 0; None when there are none) and the
+    flat index of the first stored segment ending past the end of the file (or None)."""
+    listed_offsets, listed_lengths = page.dataoffsets, page.databytecounts
+    if (
+        type(listed_offsets) is tuple
+        and type(listed_lengths) is tuple
+        and len(listed_offsets) <= _FEW_SEGMENTS
+    ):
+        any_sparse = False
+        for flat, (offset, length) in enumerate(zip(listed_offsets, listed_lengths, strict=True)):
+            if not offset or not length:
+                any_sparse = True
+            elif int(offset) + int(length) > file_size:
+                return None, flat
+        if not any_sparse:
+            return None, None
+    sparse = (offsets == 0) | (lengths == 0)
+    size = np.uint64(file_size)
+    # Compared without forming offset + length, which wraps around in uint64.
+    with np.errstate(over="ignore"):
+        beyond = ~sparse & ((lengths > size) | (offsets > size - lengths))
+    if beyond.any():
+        return None, int(np.argmax(beyond))
+    return (sparse if sparse.any() else None), None
+
+
 def _regular(layout: SegmentLayout) -> RegularChunkGridMetadata:
-    return RegularChunkGridMetadata(chunk_shape=layout.chunk_shape)
+    return _regular_grid(layout.chunk_shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _regular_grid(chunk_shape: tuple[int, ...]) -> RegularChunkGridMetadata:
+    # Validating the chunk shape is slow; the grid is a frozen dataclass, safe to share.
+    return RegularChunkGridMetadata(chunk_shape=chunk_shape)
 
 
 def _short_last_strip(layout: SegmentLayout) -> RectilinearChunkGridMetadata:
@@ -125,9 +164,43 @@ def _segment_lengths(page: TiffPage, layout: SegmentLayout) -> np.ndarray:
     return lengths.astype(np.int64)
 
 
+def _listed_segments(page: TiffPage) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Offsets and byte counts as tifffile lists them, when few enough to check in Python."""
+    offsets, lengths = page.dataoffsets, page.databytecounts
+    if type(offsets) is tuple and type(lengths) is tuple and len(offsets) <= _FEW_SEGMENTS:
+        return offsets, lengths
+    return None
+
+
 def _last_strip_lengths(page: TiffPage, layout: SegmentLayout) -> list[int]:
-    lengths = _segment_lengths(page, layout)
-    return [int(n) for n in lengths[:, -1, 0] if n > 0]
+    listed = _listed_segments(page)
+    if listed is not None:
+        offsets, lengths = listed
+        per_plane = layout.grid_shape[1] * layout.grid_shape[2]
+        last = [p * per_plane + per_plane - 1 for p in range(layout.grid_shape[0])]
+        clip = int(_LENGTH_CLIP)
+        return [min(int(lengths[k]), clip) for k in last if offsets[k] and lengths[k]]
+    lengths_array = _segment_lengths(page, layout)
+    return [int(n) for n in lengths_array[:, -1, 0] if n > 0]
+
+
+def _uncompressed_lengths_fit(page: TiffPage, layout: SegmentLayout, full: int, short: int) -> bool:
+    """Whether every stored segment holds an acceptable byte count (checked in Python for
+    few segments; False also when there are too many to check this way)."""
+    listed = _listed_segments(page)
+    if listed is None:
+        return False
+    per_plane = layout.grid_shape[1] * layout.grid_shape[2]
+    last_row = per_plane - layout.grid_shape[2]
+    for flat, (offset, length) in enumerate(zip(*listed, strict=True)):
+        if not offset or not length:
+            continue
+        if not layout.tiled and flat % per_plane >= last_row:
+            if not short <= length <= full:
+                return False
+        elif length != full:
+            return False
+    return True
 
 
 def _refuse_length(
@@ -150,9 +223,11 @@ def _check_uncompressed_lengths(
     Tiles and interior strips are full size; the last strip holds at least the rows left
     in the image and at most RowsPerStrip rows (longer ones are trimmed by truncation).
     """
-    lengths = _segment_lengths(page, layout)
     row = _row_bytes(layout, itemsize, chain)
     full = layout.chunk_shape[1] * row
+    if _uncompressed_lengths_fit(page, layout, full, layout.last_strip_rows * row):
+        return
+    lengths = _segment_lengths(page, layout)
     interior = lengths if layout.tiled else lengths[:, :-1, :]
     wrong = (interior > 0) & (interior != full)
     if wrong.any():

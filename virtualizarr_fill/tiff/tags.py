@@ -119,8 +119,12 @@ def _check_per_sample_tag(page: TiffPage, code: int, name: str, source: str) -> 
         return
     samples = int(page.samplesperpixel)
     count = int(tag.count)
-    lsm = bool(getattr(page.parent, "is_lsm", False))
-    if count != 1 and count != samples and not (lsm and count > samples):
+    if (
+        count != 1
+        and count != samples
+        # asked last: tifffile works the flag out from the first page every time
+        and not (count > samples and bool(getattr(page.parent, "is_lsm", False)))
+    ):
         raise CorruptFileError(
             f"{source}: {name} (tag {code}) has {count} values for {samples} samples per "
             "pixel; expected 1 or one per sample"
@@ -171,17 +175,15 @@ def _ifd_tag_codes(page: TiffPage) -> list[int]:
         entries = handle.read(tiff.tagsize * min(int(count), 4096))
     finally:
         handle.seek(position)
-    byteorder = page.parent.byteorder
-    return [
-        struct.unpack(f"{byteorder}H", entries[i : i + 2])[0]
-        for i in range(0, len(entries) - 1, tiff.tagsize)
-    ]
+    # The code is the first two bytes of each entry (entries are 12 or 20 bytes long).
+    codes = np.frombuffer(entries, dtype=f"{page.parent.byteorder}u2", count=len(entries) // 2)
+    return codes[:: tiff.tagsize // 2].tolist()  # type: ignore[no-any-return]
 
 
 def check_unreadable_tags(page: TiffPage, source: str) -> None:
     """Refuse an IFD whose layout or codec tags tifffile could not read."""
-    missing = [code for code in _ifd_tag_codes(page) if code in _ESSENTIAL_TAGS]
-    missing = [code for code in missing if code not in page.tags]
+    tags = page.tags
+    missing = [c for c in _ifd_tag_codes(page) if c in _ESSENTIAL_TAGS and c not in tags]
     if missing:
         code = missing[0]
         raise CorruptFileError(

@@ -1,0 +1,422 @@
+"""The TIFF parser's caches and fast paths change nothing but the time a parse takes.
+
+* Validated Zarr metadata is reused between arrays (``tiff/arrays.py``): every corpus TIFF
+  and fixture parses to the same stores with the caches cold (each file validates its
+  own metadata) as with the caches filled by every other file, in either order, so no
+  file's values reach another's.
+* The hand-written GeoKeyDirectory decoder gives tifffile's GeoKeys on every corpus page,
+  and the Python checks of small segment lists give the NumPy checks' manifests, grids
+  and errors: whole parses with these fast paths on and off are identical.
+* Pixel-centre coordinates are bit-identical to rioxarray's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tifffile
+from obspec_utils.registry import ObjectStoreRegistry
+from obstore.store import LocalStore
+from virtualizarr.manifests import ManifestArray, ManifestGroup
+from zarr.codecs import BytesCodec, ZstdCodec
+from zarr.codecs.numcodecs import Zlib
+from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
+
+from virtualizarr_fill.errors import VirtualizarrFillError
+from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.tiff import TIFFParser, arrays, geo, segments
+from virtualizarr_fill.tiff.arrays import CHUNK_KEY_ENCODING, array_metadata, inlined_array
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+import make_tiff_fixtures
+
+REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
+TIFF_SUFFIXES = {".tif", ".tiff"}
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiff_files(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Every corpus TIFF, every fixture, and a truncated fixture (segments past the end)."""
+    fixtures_dir = tmp_path_factory.mktemp("tiff-caches")
+    written = make_tiff_fixtures.write_fixtures(fixtures_dir, sorted(make_tiff_fixtures.FIXTURES))
+    source = written["tiles_sparse_deflate"]
+    truncated = fixtures_dir / "truncated_tiles.tif"
+    truncated.write_bytes(source.read_bytes()[: source.stat().st_size - 100])
+    corpus = sorted(p for p in corpus_dir.rglob("*") if p.suffix.lower() in TIFF_SUFFIXES)
+    return [*corpus, *sorted(written.values()), truncated, *_look_alikes(fixtures_dir)]
+
+
+def _look_alikes(directory: Path) -> list[Path]:
+    """Files alike in everything but their fill value, byte order or predictor, so that a
+    cache keyed too loosely would hand one file's metadata to another."""
+    data = np.arange(64, dtype="float32").reshape(8, 8)
+    paths = []
+    for number, nodata in enumerate([None, "0", "-0", "nan", "-9999", "1e+38", "-9999.0"]):
+        extratags = [] if nodata is None else [(42113, "s", 0, nodata, True)]
+        path = directory / f"look_alike_nodata_{number}.tif"
+        tifffile.imwrite(path, data, compression="zlib", extratags=extratags)
+        paths.append(path)
+    for byteorder in ("<", ">"):
+        for predictor in (None, 3):
+            path = directory / f"look_alike_{'le' if byteorder == '<' else 'be'}_{predictor}.tif"
+            tifffile.imwrite(
+                path, data, compression="zlib", predictor=predictor, byteorder=byteorder
+            )
+            paths.append(path)
+    return paths
+
+
+def _json(value: Any) -> Any:
+    """Metadata documents as comparable JSON (NaN fill values spelled as zarr spells them)."""
+    return json.loads(json.dumps(value, default=repr, sort_keys=True))
+
+
+def _array_record(array: ManifestArray) -> dict[str, Any]:
+    metadata = array.metadata
+    fill = np.asarray(metadata.fill_value)
+    return {
+        "document": _json(metadata.to_dict()),
+        "codec_classes": [type(c).__qualname__ for c in metadata.codecs],
+        "fill_bytes": fill.tobytes().hex(),
+        "fill_dtype": fill.dtype.str,
+        "manifest": _json(
+            {
+                key: {**entry, "data": entry["data"].hex()} if "data" in entry else entry
+                for key, entry in array.manifest.dict().items()
+            }
+        ),
+    }
+
+
+def _group_record(group: ManifestGroup) -> dict[str, Any]:
+    return {
+        "attributes": _json(group.metadata.attributes),
+        "arrays": {name: _array_record(a) for name, a in group.arrays.items()},
+        "groups": {name: _group_record(g) for name, g in group.groups.items()},
+    }
+
+
+def _parse(path: Path, **options: Any) -> ManifestGroup:
+    url = "file://" + str(path)
+    store, key = REGISTRY.resolve(url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TIFFParser(**options).parse(url, StoreFile(store, key))
+
+
+def _parse_record(path: Path, **options: Any) -> Any:
+    """What parsing ``path`` gives: the group's content, or the error it raises."""
+    try:
+        group = _parse(path, **options)
+    except VirtualizarrFillError as error:
+        return {"error": type(error).__name__, "message": str(error)}
+    return _group_record(group)
+
+
+def _records(files: list[Path], **options: Any) -> Iterator[tuple[Path, Any]]:
+    for path in files:
+        yield path, _parse_record(path, **options)
+
+
+# -- metadata cache -----------------------------------------------------------------------
+
+
+def test_cold_and_warm_caches_give_identical_stores(tiff_files: list[Path]) -> None:
+    cold = {}
+    for path in tiff_files:
+        arrays.clear_caches()  # this file validates every metadata it builds itself
+        cold[path] = _parse_record(path, tree=True)
+    arrays.clear_caches()
+    forward = dict(_records(tiff_files, tree=True))  # later files reuse earlier ones' work
+    backward = dict(_records(tiff_files[::-1], tree=True))
+    parsed = [p for p in tiff_files if "error" not in cold[p]]
+    assert len(parsed) > 40, "too few files parsed for the comparison to mean anything"
+    for path in tiff_files:
+        assert forward[path] == cold[path], path
+        assert backward[path] == cold[path], path
+
+
+def test_every_parsed_metadata_equals_a_fresh_validation(tiff_files: list[Path]) -> None:
+    """Each cached copy equals ArrayV3Metadata validated afresh from the same fields."""
+    checked = 0
+    for path in tiff_files:
+        try:
+            root = _parse(path, tree=True)
+        except VirtualizarrFillError:
+            continue
+        groups = [root, *root.groups.values()]
+        for group in groups:
+            for name, array in group.arrays.items():
+                ours = array.metadata
+                fresh = ArrayV3Metadata(
+                    shape=ours.shape,
+                    data_type=ours.data_type,
+                    chunk_grid=ours.chunk_grid,
+                    chunk_key_encoding=ours.chunk_key_encoding,
+                    fill_value=ours.fill_value,
+                    codecs=ours.codecs,
+                    attributes=ours.attributes,
+                    dimension_names=ours.dimension_names,
+                    storage_transformers=None,
+                )
+                assert _json(fresh.to_dict()) == _json(ours.to_dict()), (path, name)
+                assert fresh.codecs == ours.codecs, (path, name)
+                assert fresh.chunk_grid == ours.chunk_grid, (path, name)
+                checked += 1
+    assert checked > 100
+
+
+def _fresh(**arguments: Any) -> ArrayV3Metadata:
+    dtype = arguments.pop("dtype")
+    return ArrayV3Metadata(
+        data_type=arrays.zarr_data_type(dtype),
+        chunk_key_encoding=CHUNK_KEY_ENCODING,  # type: ignore[arg-type]
+        storage_transformers=None,
+        **arguments,
+    )
+
+
+def _arguments(**changes: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {
+        "shape": (1, 40, 30),
+        "dtype": np.dtype("float32"),
+        "chunk_grid": RegularChunkGridMetadata(chunk_shape=(1, 16, 16)),
+        "fill_value": np.float32(0),
+        "codecs": [BytesCodec(endian="little"), Zlib()],
+        "attributes": {"units": "m"},
+        "dimension_names": ("band", "y", "x"),
+    }
+    arguments.update(changes)
+    return arguments
+
+
+def _fill_bits(metadata: ArrayV3Metadata) -> bytes:
+    return np.asarray(metadata.fill_value).tobytes()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (np.float32(0.0), np.float32(-0.0)),  # equal as numbers, different bits
+        (
+            np.frombuffer(b"\x00\x00\xc0\x7f", dtype="<f4")[0],
+            np.frombuffer(b"\x01\x00\xc0\x7f", dtype="<f4")[0],
+        ),  # NaNs with different payloads
+        (0.0, -0.0),
+        (np.float32(1), 1.0),
+    ],
+)
+def test_fill_values_that_compare_equal_stay_apart(first: Any, second: Any) -> None:
+    arrays.clear_caches()
+    a = array_metadata(**_arguments(fill_value=first))
+    b = array_metadata(**_arguments(fill_value=second))
+    assert _fill_bits(a) == _fill_bits(_fresh(**_arguments(fill_value=first)))
+    assert _fill_bits(b) == _fill_bits(_fresh(**_arguments(fill_value=second)))
+    if math.copysign(1, float(first)) != math.copysign(1, float(second)):
+        assert _fill_bits(a) != _fill_bits(b)
+
+
+def test_codec_configuration_and_grid_are_part_of_the_key() -> None:
+    arrays.clear_caches()
+    variants = [
+        _arguments(codecs=[BytesCodec(endian="little"), ZstdCodec(level=1)]),
+        _arguments(codecs=[BytesCodec(endian="little"), ZstdCodec(level=2)]),
+        _arguments(codecs=[BytesCodec(endian="big"), ZstdCodec(level=2)]),
+        _arguments(chunk_grid=RegularChunkGridMetadata(chunk_shape=(1, 8, 16))),
+        _arguments(shape=(1, 41, 30)),
+        _arguments(dtype=np.dtype("int32"), fill_value=np.int32(0)),
+    ]
+    built = [array_metadata(**dict(v)) for v in variants]
+    for arguments, metadata in zip(variants, built, strict=True):
+        fresh = _fresh(**dict(arguments))
+        assert _json(metadata.to_dict()) == _json(fresh.to_dict())
+        assert metadata.codecs == fresh.codecs
+    assert len({json.dumps(_json(m.to_dict()), sort_keys=True) for m in built}) == len(built)
+
+
+def test_copies_do_not_share_attributes() -> None:
+    arrays.clear_caches()
+    first = array_metadata(**_arguments())
+    first.attributes["added"] = 1
+    second = array_metadata(**_arguments(attributes={"units": "m"}))
+    assert second.attributes == {"units": "m"}
+    assert second.attributes is not first.attributes
+    assert second.extra_fields is not first.extra_fields
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.arange(1, 4, dtype=np.int64),
+        np.linspace(-1, 1, 7).astype(">f8"),  # big-endian input is stored little-endian
+        np.array(0, dtype=np.int64),
+        np.arange(5, dtype=np.uint8),
+    ],
+)
+def test_inlined_arrays_equal_a_fresh_build(values: np.ndarray) -> None:
+    dims = tuple(f"d{i}" for i in range(values.ndim))
+    attributes = {"a": 1}
+    array = inlined_array(values, dims, attributes=attributes)
+    fresh = _fresh(
+        shape=values.shape,
+        dtype=values.dtype.newbyteorder("="),
+        chunk_grid=RegularChunkGridMetadata(chunk_shape=values.shape),
+        fill_value=0,
+        codecs=[BytesCodec(endian="little")],
+        attributes=attributes,
+        dimension_names=dims,
+    )
+    assert _json(array.metadata.to_dict()) == _json(fresh.to_dict())
+    assert array.metadata.codecs == fresh.codecs
+    (entry,) = array.manifest.dict().values()
+    assert entry["data"] == values.astype(values.dtype.newbyteorder("<")).tobytes()
+    assert entry["length"] == values.nbytes
+    attributes["a"] = 2  # the array keeps its own copy
+    assert array.metadata.attributes == {"a": 1}
+
+
+# -- fast paths against the general paths ----------------------------------------------------
+
+
+def test_fast_paths_change_no_parse(
+    tiff_files: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = dict(_records(tiff_files, tree=True))
+    # The general paths: tifffile's GeoKey decoding, NumPy checks of every segment list.
+    monkeypatch.setattr(geo, "_plain_geokeys", lambda page: None)
+    monkeypatch.setattr(segments, "_FEW_SEGMENTS", -1)
+    # Metadata copied through dataclasses.replace, as with a zarr whose ArrayV3Metadata
+    # holds more state than its fields.
+    monkeypatch.setattr(arrays, "_COPY_BY_FIELDS", False)
+    arrays.clear_caches()
+    general = dict(_records(tiff_files, tree=True))
+    arrays.clear_caches()
+    assert any("error" in r and "past the end" in r["message"] for r in fast.values())
+    for path in tiff_files:
+        assert fast[path] == general[path], path
+
+
+def _tifffile_geokeys(page: tifffile.TiffPage) -> Any:
+    try:
+        keys = page.geotiff_tags or {}
+    except Exception as error:
+        return type(error).__name__
+    return {k: geo._json_value(v) for k, v in keys.items() if k not in geo._SKIPPED_GEOTIFF_TAGS}
+
+
+def _pages(path: Path) -> Iterator[tifffile.TiffPage]:
+    try:
+        tif = tifffile.TiffFile(path)
+    except Exception:
+        return
+    with tif:
+        for page in tif.pages:
+            if isinstance(page, tifffile.TiffPage):
+                yield page
+
+
+def test_geokeys_equal_tifffiles_on_every_corpus_page(corpus_dir: Path) -> None:
+    decoded = 0
+    for path in sorted(p for p in corpus_dir.rglob("*") if p.suffix.lower() in TIFF_SUFFIXES):
+        for page in _pages(path):
+            if geo.GEO_KEY_DIRECTORY not in page.tags:
+                continue
+            ours = geo._plain_geokeys(page)
+            if ours is None:
+                continue
+            decoded += 1
+            theirs = _tifffile_geokeys(page)
+            # repr: 1 and 1.0 (or key order) must not pass as equal
+            assert repr(ours) == repr(theirs), (path, page.index)
+    assert decoded > 20
+
+
+def _geotiff(path: Path, directory: list[int], doubles: Any, ascii_params: Any) -> Path:
+    extratags: list[tuple[Any, ...]] = [(34735, 3, len(directory), directory, False)]
+    if doubles is not None:
+        extratags.append((34736, 12, len(doubles), doubles, False))
+    if ascii_params is not None:
+        extratags.append((34737, 2, 0, ascii_params, False))
+    extratags += [(33550, 12, 3, (1.0, 1.0, 0.0), False)]
+    extratags += [(33922, 12, 6, (0.0, 0.0, 0.0, 10.0, 20.0, 0.0), False)]
+    tifffile.imwrite(path, np.zeros((4, 4), "u1"), extratags=extratags)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("directory", "doubles", "ascii_params"),
+    [
+        ([1, 1, 0, 3, 1024, 0, 1, 2, 2049, 34737, 4, 0, 2057, 34736, 1, 0], [6378137.0], "WGS|"),
+        ([1, 1, 0, 2, 1024, 0, 1, 1, 2049, 34737, 1, 2], None, "ab|"),  # one ASCII character
+        ([1, 1, 0, 2, 1024, 34736, 1, 0, 3072, 34736, 2, 0], [2.0, 3.5], None),  # coded float
+        ([1, 1, 0, 1, 2049, 34737, 9, 0], None, "short|"),  # past the end of the params
+        ([1, 1, 0, 1, 2049, 34737, 0, 0], None, "x|"),  # zero count
+        ([1, 1, 0, 1, 2057, 34736, 1, 0], None, None),  # params tag missing
+        ([1, 1, 0, 1, 2057, 33550, 1, 0], None, None),  # values in another tag
+        ([1, 1, 0, 3, 1024, 0, 1, 2], None, None),  # fewer keys than announced
+        ([1, 1, 0, 1, 1024, 0, 1, 2, 7, 7], None, None),  # trailing values
+        ([2, 1, 0, 1, 1024, 0, 1, 2], None, None),  # unknown directory version
+        ([1, 1, 0, 1, 60000, 0, 1, 5], None, None),  # unknown key
+        ([1, 1, 0, 1, 1024, 0, 1, 999], None, None),  # unknown code of a coded key
+    ],
+)
+def test_geokeys_equal_tifffiles_on_unusual_directories(
+    tmp_path: Path, directory: list[int], doubles: Any, ascii_params: Any
+) -> None:
+    path = _geotiff(tmp_path / "geo.tif", directory, doubles, ascii_params)
+    with tifffile.TiffFile(path) as tif:
+        page = tif.pages.first
+        theirs = _tifffile_geokeys(page)
+        try:
+            ours: Any = geo.geokeys_of(page)
+        except Exception as error:
+            ours = type(error).__name__
+    assert repr(ours) == repr(theirs if theirs is not None else {})
+
+
+@pytest.mark.parametrize("code", [34735, 34736, 34737, 33922])
+def test_geokeys_equal_tifffiles_when_a_geo_tag_is_unreadable(tmp_path: Path, code: int) -> None:
+    directory = [1, 1, 0, 3, 1024, 0, 1, 2, 2049, 34737, 4, 0, 2057, 34736, 1, 0]
+    path = _geotiff(tmp_path / "geo.tif", directory, [6378137.0, 1.0], "WGS|")
+    with tifffile.TiffFile(path) as tif:
+        entry = tif.pages.first.tags[code].offset
+    with path.open("r+b") as file:  # point the tag's values past the end of the file
+        file.seek(entry + 8)
+        file.write((2**32 - 16).to_bytes(4, "little"))
+    with tifffile.TiffFile(path) as tif:
+        page = tif.pages.first
+        theirs = _tifffile_geokeys(page)
+        ours = geo.geokeys_of(page)
+    assert repr(ours) == repr(theirs if theirs is not None else {})
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # rioxarray's own use of affine
+def test_pixel_centres_are_bit_identical_to_rioxarrays() -> None:
+    affine = pytest.importorskip("affine")
+    spatial_utils = pytest.importorskip("rioxarray._spatial_utils")
+    rng = np.random.default_rng(5)
+    transforms = [
+        (0.01, 0.0, 0.0, 0.0, -0.01, 10.0),
+        (-0.5, -0.0, -0.0, -0.0, 0.5, -0.0),
+        (1e-300, 0.0, 1e300, 0.0, -1e-300, -1e300),
+    ]
+    for _ in range(300):
+        a, c, e, f = rng.standard_normal(4) * 10.0 ** rng.integers(-8, 8, 4)
+        transforms.append((a, float(rng.choice([0.0, -0.0])), c, 0.0, e, f))
+    for transform in transforms:
+        height, width = (int(n) for n in rng.integers(1, 300, 2))
+        x, y = geo.pixel_centres(transform, height, width)
+        expected = spatial_utils.affine_to_coords(affine.Affine(*transform), width, height)
+        assert x.tobytes() == np.asarray(expected["x"], dtype=np.float64).tobytes()
+        assert y.tobytes() == np.asarray(expected["y"], dtype=np.float64).tobytes()
