@@ -191,6 +191,9 @@ class StoreFile(io.RawIOBase):
         return self._position
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET and offset >= 0:  # header parsers seek before every read
+            self._position = offset
+            return offset
         if whence == io.SEEK_SET:
             position = offset
         elif whence == io.SEEK_CUR:
@@ -204,10 +207,29 @@ class StoreFile(io.RawIOBase):
         self._position = position
         return position
 
+    def _resident(self, start: int, length: int) -> memoryview | None:
+        """The bytes ``start..start+length`` (clipped to the object) when they lie in
+        one block already fetched, else None. Header parsers make hundreds of small
+        reads, nearly all inside the first block: this is their path, without the
+        block arithmetic and joins of :meth:`read_range`."""
+        size = self._size
+        if size is None or length <= 0:
+            return None
+        end = min(start + length, size)
+        block = start // self.block_size
+        if end <= start or (end - 1) // self.block_size != block:
+            return None
+        data = self._blocks.get(block)
+        if data is None:
+            return None
+        offset = start - block * self.block_size
+        return data[offset : offset + (end - start)]
+
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             size = max(self.size - self._position, 0)
-        data = self.read_range(self._position, size)
+        resident = self._resident(self._position, size)
+        data = bytes(resident) if resident is not None else self.read_range(self._position, size)
         self._position += len(data)
         return data
 
@@ -216,6 +238,11 @@ class StoreFile(io.RawIOBase):
 
     def readinto(self, buffer: Buffer) -> int:
         view = memoryview(buffer).cast("B")
+        resident = self._resident(self._position, len(view))
+        if resident is not None:  # straight from the block, no intermediate bytes
+            view[: len(resident)] = resident
+            self._position += len(resident)
+            return len(resident)
         data = self.read(len(view))
         view[: len(data)] = data
         return len(data)
