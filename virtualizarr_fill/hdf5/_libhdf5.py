@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import math
 import sys
 import threading
 from pathlib import Path
@@ -401,3 +402,147 @@ def _base_size(lib: ctypes.CDLL, tid: int) -> int:
         lib.H5Tclose(base)
     lib.H5Tclose(tid)
     return max(size, 1)
+
+
+# -- plain attributes ---------------------------------------------------------------------
+
+# H5S_class_t, H5T_class_t, H5T_order_t, H5T_sign_t and H5T_cset_t values (H5Spublic.h,
+# H5Tpublic.h).
+_SPACE_SCALAR, _SPACE_SIMPLE = 0, 1
+_CLASS_INTEGER, _CLASS_FLOAT = 0, 1
+_MAX_RANK = 32  # H5S_MAX_RANK
+
+
+@functools.cache
+def _attribute_calls() -> ctypes.CDLL | None:
+    """libhdf5 with the signatures :func:`read_plain_attribute` calls declared."""
+    lib = _libhdf5()
+    if lib is None:
+        return None
+    declarations = (
+        ("H5Aopen", [_HID_T, ctypes.c_char_p, _HID_T], _HID_T),
+        ("H5Aclose", [_HID_T], ctypes.c_int),
+        ("H5Aget_type", [_HID_T], _HID_T),
+        ("H5Aget_space", [_HID_T], _HID_T),
+        ("H5Aread", [_HID_T, _HID_T, ctypes.c_void_p], ctypes.c_int),
+        ("H5Sget_simple_extent_type", [_HID_T], ctypes.c_int),
+        ("H5Sget_simple_extent_dims", [_HID_T, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int),
+        ("H5Sclose", [_HID_T], ctypes.c_int),
+        ("H5Tget_class", [_HID_T], ctypes.c_int),
+        ("H5Tget_size", [_HID_T], ctypes.c_size_t),
+        ("H5Tget_order", [_HID_T], ctypes.c_int),
+        ("H5Tget_sign", [_HID_T], ctypes.c_int),
+        ("H5Tget_cset", [_HID_T], ctypes.c_int),
+        ("H5Tis_variable_str", [_HID_T], ctypes.c_int),
+        ("H5Tequal", [_HID_T, _HID_T], ctypes.c_int),
+        ("H5Tcopy", [_HID_T], _HID_T),
+        ("H5Tclose", [_HID_T], ctypes.c_int),
+    )
+    try:
+        for name, argtypes, restype in declarations:
+            func = getattr(lib, name)
+            func.argtypes = argtypes
+            func.restype = restype
+    except AttributeError:
+        return None
+    return lib
+
+
+#: IEEE float file types h5py reads as float16/32/64 (other float formats: h5py's path).
+_STANDARD_FLOAT_TYPES = (
+    h5py.h5t.IEEE_F16LE,
+    h5py.h5t.IEEE_F16BE,
+    h5py.h5t.IEEE_F32LE,
+    h5py.h5t.IEEE_F32BE,
+    h5py.h5t.IEEE_F64LE,
+    h5py.h5t.IEEE_F64BE,
+)
+
+#: type signature -> (NumPy dtype, memory type) exactly as h5py derives them.
+_plain_types: dict[tuple[int, ...], tuple[np.dtype, h5py.h5t.TypeID]] = {}
+
+
+def _plain_signature(lib: ctypes.CDLL, tid: int) -> tuple[int, ...] | None:
+    """What h5py's NumPy dtype of file type ``tid`` depends on, for the plain classes
+    (integers, IEEE floats, fixed-length strings); None for any other type."""
+    cls = lib.H5Tget_class(tid)
+    if cls == _CLASS_INTEGER:
+        size = int(lib.H5Tget_size(tid))
+        if size not in (1, 2, 4, 8):
+            return None
+        return (cls, size, lib.H5Tget_order(tid), lib.H5Tget_sign(tid))
+    if cls == _CLASS_FLOAT:
+        for index, standard in enumerate(_STANDARD_FLOAT_TYPES):
+            if lib.H5Tequal(tid, standard.id) > 0:
+                return (cls, index)
+        return None
+    if cls == _CLASS_STRING:
+        if lib.H5Tis_variable_str(tid) != 0:
+            return None
+        return (cls, int(lib.H5Tget_size(tid)), lib.H5Tget_cset(tid))
+    return None
+
+
+def _plain_type(lib: ctypes.CDLL, tid: int, signature: tuple[int, ...]) -> tuple[np.dtype, Any]:
+    known = _plain_types.get(signature)
+    if known is None:
+        # h5py's own translation, once per signature: the dtype its attribute reads
+        # return and the memory type they read with.
+        dtype = h5py.h5t.typewrap(lib.H5Tcopy(tid)).dtype
+        known = (dtype, h5py.h5t.py_create(dtype))
+        _plain_types[signature] = known
+    return known
+
+
+def read_plain_attribute(obj: Any, name: bytes, max_bytes: int) -> Any:
+    """The value of attribute ``name`` of ``obj`` (an h5py object identifier) as h5py's
+    ``attrs[name]`` returns it, when its type is an integer, an IEEE float or a
+    fixed-length string and its dataspace scalar or simple; None otherwise (and when
+    libhdf5 refuses any step), for h5py's general path to read it.
+
+    h5py spends most of an attribute read creating identifier objects (attribute,
+    dataspace, datatype, memory type); these few direct calls into the same libhdf5
+    read the same bytes with the same memory type. Raises ValueError when the value
+    would take more than ``max_bytes``.
+    """
+    lib = _attribute_calls()
+    if lib is None:
+        return None
+    dims = (ctypes.c_uint64 * _MAX_RANK)()
+    with phil:
+        aid = lib.H5Aopen(obj.id, name, 0)
+        if aid < 0:
+            return None
+        try:
+            tid = lib.H5Aget_type(aid)
+            if tid < 0:
+                return None
+            try:
+                signature = _plain_signature(lib, tid)
+                if signature is None:
+                    return None
+                dtype, memory_type = _plain_type(lib, tid, signature)
+            finally:
+                lib.H5Tclose(tid)
+            sid = lib.H5Aget_space(aid)
+            if sid < 0:
+                return None
+            try:
+                kind = lib.H5Sget_simple_extent_type(sid)
+                if kind not in (_SPACE_SCALAR, _SPACE_SIMPLE):
+                    return None
+                rank = lib.H5Sget_simple_extent_dims(sid, dims, None)
+            finally:
+                lib.H5Sclose(sid)
+            if rank < 0 or rank > _MAX_RANK:
+                return None
+            shape = tuple(int(dims[i]) for i in range(rank))
+            size = math.prod(shape) * max(dtype.itemsize, 1)
+            if size > max_bytes:
+                raise ValueError(f"{size} bytes exceed {max_bytes}")
+            values = np.zeros(shape, dtype=dtype)
+            if lib.H5Aread(aid, memory_type.id, values.ctypes.data) < 0:
+                return None
+        finally:
+            lib.H5Aclose(aid)
+    return values[()] if values.ndim == 0 else values

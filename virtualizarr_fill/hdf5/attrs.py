@@ -21,6 +21,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+from h5py._objects import phil
 
 from virtualizarr_fill.hdf5 import _libhdf5
 from virtualizarr_fill.hdf5.global_heap import vlen_payload_bytes
@@ -128,6 +129,9 @@ def _read_bounded(obj: h5py.HLObject, name: str) -> Any:
     and reading it, with a single open.
     """
     key = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
+    plain = _libhdf5.read_plain_attribute(obj.id, key, MAX_ATTRIBUTE_BYTES)
+    if plain is not None:
+        return plain
     attr = h5py.h5a.open(obj.id, key)
     shape, dtype = attr.shape, attr.dtype
     if shape is None:
@@ -181,19 +185,53 @@ def _vlen_payload(attr: h5py.h5a.AttrID, count: int) -> int:
     return vlen_payload_bytes(descriptors)
 
 
-def read_raw_attributes(obj: h5py.HLObject) -> dict[str, Any]:
-    """Every attribute of ``obj`` as h5py returns it, each read once.
+def attribute_names(obj: h5py.HLObject) -> list[str]:
+    """The names of the attributes of ``obj`` as ``list(obj.attrs)`` gives them (in
+    creation order when the object tracks it, else by name); raises when the attribute
+    table cannot be listed.
 
-    An attribute h5py cannot read (or too large to read safely) maps to an
-    :class:`UnreadableAttribute`; a table that cannot even be listed raises.
+    The same calls as h5py's ``AttributeManager.__iter__``, without building the
+    manager, which costs more than the listing itself.
     """
-    raw: dict[str, Any] = {}
-    for name in list(obj.attrs.keys()):
-        try:
-            raw[name] = _read_bounded(obj, name)
-        except Exception as exc:  # h5py cannot read some datatypes
-            raw[name] = UnreadableAttribute(exc)
-    return raw
+    names: list[bytes] = []
+    with phil:
+        # h5py lists a file's attributes through its root group, as here.
+        oid = h5py.h5o.open(obj.id, b"/") if isinstance(obj, h5py.File) else obj.id
+        # A dataset's creation property list is a copy h5py caches (its fill value
+        # and chunk queries read it too): use that one rather than copy it again.
+        plist = getattr(obj, "_dcpl", None) if isinstance(obj, h5py.Dataset) else None
+        if plist is None:
+            plist = oid.get_create_plist()
+        tracked = plist.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+        index = h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME
+        h5py.h5a.iterate(oid, lambda name, *_: names.append(name), index_type=index)
+    return [obj._d(name) for name in names]
+
+
+def read_attribute(obj: h5py.HLObject, name: str) -> Any:
+    """One attribute as h5py returns it; an :class:`UnreadableAttribute` when h5py
+    cannot read it (or it is too large to read safely)."""
+    try:
+        return _read_bounded(obj, name)
+    except Exception as exc:  # h5py cannot read some datatypes
+        return UnreadableAttribute(exc)
+
+
+def read_raw_attributes(
+    obj: h5py.HLObject,
+    names: list[str] | None = None,
+    skip: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """The attributes of ``obj`` as h5py returns them, each read once.
+
+    ``names`` (default: :func:`attribute_names`) are read, except those in ``skip``
+    (attributes nobody will look at are not worth the read). An attribute h5py cannot
+    read (or too large to read safely) maps to an :class:`UnreadableAttribute`; a table
+    that cannot even be listed raises.
+    """
+    if names is None:
+        names = attribute_names(obj)
+    return {name: read_attribute(obj, name) for name in names if name not in skip}
 
 
 def normalise_attribute(value: Any) -> Any:
@@ -219,15 +257,25 @@ def normalise_attribute(value: Any) -> Any:
     return value
 
 
+#: Object kinds ``file[reference]`` opens (others raise "Unknown object type").
+_REFERENCE_TARGETS = frozenset({h5py.h5i.GROUP, h5py.h5i.DATASET, h5py.h5i.DATATYPE})
+
+
 def _resolver(obj: h5py.HLObject) -> Callable[[Any], str]:
     def resolve(reference: Any) -> str:
         if not reference:
             raise _Skip("null object reference")
+        # ``obj.file[reference].name``, without the File and Dataset/Group objects h5py
+        # would build around the low-level calls (most of the cost).
         try:
-            target = obj.file[reference]
+            target = h5py.h5r.dereference(reference, obj.id)
+            if target is None:
+                raise ValueError("Invalid HDF5 object reference")
+            if h5py.h5i.get_type(target) not in _REFERENCE_TARGETS:
+                raise TypeError("Unknown object type")
         except Exception as exc:  # h5py raises several types here
             raise _Skip(f"object reference does not resolve ({exc})") from None
-        name = target.name
+        name = obj._d(h5py.h5i.get_name(target))
         if name is None:
             raise _Skip("object reference to an anonymous object")
         return str(name)
@@ -272,7 +320,8 @@ def convert_attributes(
     typed: dict[str, Any] = {}
     if raw is None:
         try:
-            raw = read_raw_attributes(obj)
+            # Hidden attributes are dropped below whatever they hold: never read them.
+            raw = read_raw_attributes(obj, skip=HIDDEN_ATTRIBUTES)
         except Exception as exc:  # a corrupt attribute table
             _warn(source, owner, "*", f"attributes could not be listed ({exc}); all skipped")
             return result, typed
@@ -356,7 +405,9 @@ __all__ = [
     "HIDDEN_ATTRIBUTES",
     "AttributeWarning",
     "UnreadableAttribute",
+    "attribute_names",
     "convert_attributes",
     "normalise_attribute",
+    "read_attribute",
     "read_raw_attributes",
 ]

@@ -30,10 +30,19 @@ from typing import Any
 import h5py
 import numpy as np
 
-from virtualizarr_fill.hdf5.attrs import UnreadableAttribute, read_raw_attributes
+from virtualizarr_fill.hdf5.attrs import (
+    UnreadableAttribute,
+    attribute_names,
+    read_attribute,
+    read_raw_attributes,
+)
 
 NOT_A_VARIABLE = b"This is a netCDF dimension but not a netCDF variable."
 NON_COORD_PREFIX = "_nc4_non_coord_"
+
+#: Attributes of a dataset never needed in full: hidden from the virtual dataset, and
+#: (REFERENCE_LIST) only read for the rare unlimited dimension whose length it decides.
+_UNREAD_ATTRIBUTES = frozenset({"_nc3_strict", "_NCProperties", "REFERENCE_LIST"})
 
 
 @dataclass
@@ -63,16 +72,30 @@ class DatasetNode:
     file: h5py.File | None = None
     _facts: DatasetFacts | None = None
     _raw_attributes: dict[str, Any] | None = None
+    _attribute_names: list[str] = field(default_factory=list)
 
     @property
     def raw_attributes(self) -> dict[str, Any]:
-        """All attributes as h5py reads them, read once (empty if unlistable)."""
+        """The attributes as h5py reads them, read once (empty if unlistable), but for
+        hidden ones nothing looks at (see :meth:`reference_list`)."""
         if self._raw_attributes is None:
             try:
-                self._raw_attributes = read_raw_attributes(self.dataset)
+                self._attribute_names = attribute_names(self.dataset)
+                self._raw_attributes = read_raw_attributes(
+                    self.dataset, self._attribute_names, skip=_UNREAD_ATTRIBUTES
+                )
             except Exception:  # a corrupt attribute table: no attributes
+                self._attribute_names = []
                 self._raw_attributes = {}
         return self._raw_attributes
+
+    def reference_list(self) -> Any:
+        """The dimension scale's REFERENCE_LIST attribute, or None (absent, unreadable)."""
+        self.raw_attributes  # noqa: B018  (lists the attributes)
+        if "REFERENCE_LIST" not in self._attribute_names:
+            return None
+        value = read_attribute(self.dataset, "REFERENCE_LIST")
+        return None if isinstance(value, UnreadableAttribute) else value
 
     @property
     def facts(self) -> DatasetFacts:
@@ -95,7 +118,6 @@ class DatasetFacts:
     coordinates: Any
     dimension_list: Any
     dimid: Any
-    reference_list: Any
 
     @classmethod
     def read(cls, dataset: h5py.Dataset, raw: dict[str, Any]) -> DatasetFacts:
@@ -112,11 +134,12 @@ class DatasetFacts:
         return cls(
             is_scale=get("CLASS") == b"DIMENSION_SCALE",
             dimension_only=isinstance(name_attr, bytes) and NOT_A_VARIABLE in name_attr,
-            labelling=_labelling(dataset) if has_list else _unlabelled(dataset),
+            labelling=_labelling(dataset, raw["DIMENSION_LIST"])
+            if has_list
+            else _unlabelled(dataset),
             coordinates=get("_Netcdf4Coordinates"),
             dimension_list=get("DIMENSION_LIST") if has_list else None,
             dimid=get("_Netcdf4Dimid"),
-            reference_list=get("REFERENCE_LIST"),
         )
 
 
@@ -162,11 +185,26 @@ class VariableDims:
     is_variable: bool
 
 
-def _scale_counts(dataset: h5py.Dataset) -> list[int]:
+def _scale_counts(dataset: h5py.Dataset, dimension_list: Any) -> list[int]:
+    """Scales attached to each axis, as ``H5DSget_num_scales`` counts them.
+
+    That call reads DIMENSION_LIST again for every axis and counts the references of the
+    axis's entry; the value already read gives the same counts when it has the form
+    the dimension-scale API writes (one entry per axis). Anything else goes through
+    h5py's ``dims``, as libhdf5 would read it.
+    """
+    rank = len(dataset.shape or ())
+    if (
+        isinstance(dimension_list, np.ndarray)
+        and dimension_list.dtype.kind == "O"
+        and dimension_list.shape == (rank,)
+        and all(isinstance(refs, np.ndarray) and refs.ndim == 1 for refs in dimension_list)
+    ):
+        return [len(refs) for refs in dimension_list]
     try:
         return [len(axis) for axis in dataset.dims]
     except Exception:  # broken DIMENSION_LIST references
-        return [0] * len(dataset.shape or ())
+        return [0] * rank
 
 
 def _unlabelled(dataset: h5py.Dataset) -> str:
@@ -174,9 +212,9 @@ def _unlabelled(dataset: h5py.Dataset) -> str:
     return "nodim" if not dataset.shape else "unlabeled"
 
 
-def _labelling(dataset: h5py.Dataset) -> str:
+def _labelling(dataset: h5py.Dataset, dimension_list: Any) -> str:
     """'nodim', 'unlabeled', 'labeled' or 'mixed' (h5netcdf refuses the last)."""
-    counts = _scale_counts(dataset)
+    counts = _scale_counts(dataset, dimension_list)
     if not counts:
         return "nodim"
     if all(c == 0 for c in counts):
@@ -229,7 +267,7 @@ class DimensionNamer:
                     continue  # a 0-d scale cannot size a dimension
                 unlimited = dataset.maxshape is not None and dataset.maxshape[:1] == (None,)
                 size = (
-                    _unlimited_size(dataset, member.open_file(), facts.reference_list)
+                    _unlimited_size(dataset, member.open_file(), member.reference_list())
                     if unlimited
                     else int(shape[0])
                 )

@@ -188,13 +188,33 @@ def little_endian(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
+#: Plans by serialised file datatype: a plan depends on nothing else, and a file (or an
+#: archive of files) has few distinct types. Bounded, for processes that see many.
+_PLANS: dict[bytes, DtypePlan] = {}
+_MAX_PLANS = 4096
+
+
 def plan_dtype(dataset: h5py.Dataset) -> DtypePlan:
     """Decide the Zarr data type of ``dataset`` and whether its bytes can be referenced.
 
     Raises :class:`UnsupportedDtypeError` for types Zarr cannot hold.
     """
-    dtype = dataset.dtype
     tid = dataset.id.get_type()
+    try:
+        key: bytes | None = tid.encode()
+    except Exception:  # a type libhdf5 cannot serialise: plan it uncached
+        key = None
+    if key is not None:
+        known = _PLANS.get(key)
+        if known is not None:
+            return known
+    plan = _plan(dataset.dtype, tid)
+    if key is not None and len(_PLANS) < _MAX_PLANS:
+        _PLANS[key] = plan
+    return plan
+
+
+def _plan(dtype: np.dtype, tid: h5py.h5t.TypeID) -> DtypePlan:
     _refuse_unrepresentable(dtype, tid)
 
     if h5py.check_vlen_dtype(dtype) in (str, bytes):

@@ -83,6 +83,24 @@ def find_superblock(reader: StoreFile) -> int:
     return -1
 
 
+def superblock_sizes(head: bytes) -> tuple[int, int] | None:
+    """(size of offsets, size of lengths) from the first bytes of a superblock, or None
+    for a version this does not know.
+
+    What ``get_create_plist().get_sizes()`` returns, read from the bytes at hand instead
+    of a copy of the file creation property list: versions 0 and 1 keep the sizes at
+    bytes 13 and 14, versions 2 and 3 at bytes 9 and 10.
+    """
+    if len(head) < 15 or head[:8] != HDF5_SIGNATURE:
+        return None
+    version = head[8]
+    if version in (0, 1):
+        return head[13], head[14]
+    if version in (2, 3):
+        return head[9], head[10]
+    return None
+
+
 @dataclass
 class _FileSession:
     """Open files of one parse (the main file and externally linked ones)."""
@@ -128,10 +146,13 @@ class _FileSession:
         except OSError as exc:
             raise CorruptFileError(f"{url}: the HDF5 library cannot open it: {exc}") from None
         self.stack.enter_context(file)
-        with contextlib.suppress(Exception):  # keep the defaults (8) if unreadable
-            reader.address_size, reader.length_size = (
-                int(size) for size in file.id.get_create_plist().get_sizes()
-            )
+        sizes = superblock_sizes(reader.read_range(superblock, 16))
+        if sizes is None:
+            with contextlib.suppress(Exception):  # keep the defaults (8) if unreadable
+                offsets, lengths = file.id.get_create_plist().get_sizes()
+                sizes = (int(offsets), int(lengths))
+        if sizes is not None:
+            reader.address_size, reader.length_size = sizes
         self.files[url] = (file, reader)
         return file, reader
 
@@ -355,11 +376,21 @@ class _Walker:
         group: h5py.Group,
         path: str,
         parent: GroupNode | None,
-        ancestors: tuple[tuple[str, int], ...],
+        ancestors: tuple[tuple[str, Callable[[], int]], ...],
         url: str,
+        address: int | None = None,
     ) -> GroupNode:
         node = GroupNode(path=path, group=group, parent=parent)
-        ancestors = (*ancestors, (url, _address(group) or -1))
+        known = [address]
+
+        def own_address() -> int:
+            # Only a subgroup's link can cycle back here: looked up on the first one.
+            value = known[0]
+            if value is None:
+                value = known[0] = _address(group) or -1
+            return value
+
+        ancestors = (*ancestors, (url, own_address))
         for key in self._members(group, path):
             child_path = f"{path.rstrip('/')}/{key}"
             resolved = self._resolve(group, key, child_path, url)
@@ -371,10 +402,12 @@ class _Walker:
                 if address is None:
                     self._warn(child_path, "group header unreadable; group skipped")
                     continue
-                if (member_url, address) in ancestors:
+                if any(u == member_url and seen() == address for u, seen in ancestors):
                     self._warn(child_path, "link cycle back to an enclosing group; not followed")
                     continue
-                child = self._walk_group(obj, child_path, node, ancestors, member_url)
+                child = self._walk_group(
+                    obj, child_path, node, ancestors, member_url, address or -1
+                )
                 node.children.append((key, child))
             elif isinstance(obj, h5py.Dataset):
                 member = DatasetNode(key, obj, child_path, self.session.files[member_url][0])
@@ -385,6 +418,9 @@ class _Walker:
         return node
 
     def _resolve(self, group: h5py.Group, key: str, path: str, url: str) -> tuple[Any, str] | None:
+        hard = _open_hard_link(group, key)
+        if hard is not None:
+            return hard, url
         try:
             link = group.get(key, getlink=True)
         except Exception as exc:
@@ -417,6 +453,34 @@ class _Walker:
         except Exception:
             self._warn(path, f"{where}: no such object; skipped")
             return None
+
+
+def _open_hard_link(group: h5py.Group, key: str) -> Any:
+    """``group[key]`` when ``key`` (a listed member name) is a hard link to an object
+    h5py opens, else None (soft and external links, and any failure, take the general
+    path, which reports them).
+
+    The same low-level calls as ``group.get(key, getlink=True)`` and ``group[key]``,
+    without the high-level ``File`` object h5py builds for every dataset it opens (to
+    learn that the file is read-only, as every file of a parse is).
+    """
+    if not isinstance(key, str):
+        return None
+    try:
+        name = key.encode("utf-8")
+        if group.id.links.get_info(name).type != h5py.h5l.TYPE_HARD:
+            return None
+        oid = h5py.h5o.open(group.id, name)
+        kind = h5py.h5i.get_type(oid)
+    except Exception:  # the general path reports it
+        return None
+    if kind == h5py.h5i.DATASET:
+        return h5py.Dataset(oid, readonly=True)
+    if kind == h5py.h5i.GROUP:
+        return h5py.Group(oid)
+    if kind == h5py.h5i.DATATYPE:
+        return h5py.Datatype(oid)
+    return None
 
 
 def _exists(group: h5py.Group, path: str) -> bool:

@@ -47,11 +47,11 @@ class HDF5File(StoreFile):
 
     def readinto(self, buffer: Buffer) -> int:
         start = self.tell()
-        count = super().readinto(buffer)
-        if count >= 16 and start not in self._collections_checked:
-            view = memoryview(buffer).cast("B")
-            if view[:5].tobytes() == _HEAD:
-                self._check_collection(start, view[:count].tobytes())
+        view = memoryview(buffer).cast("B")
+        count = super().readinto(view)
+        checked = start in self._collections_checked
+        if count >= 16 and not checked and view[:5].tobytes() == _HEAD:
+            self._check_collection(start, view[:count].tobytes())
         return count
 
     def _check_collection(self, start: int, head: bytes) -> None:
