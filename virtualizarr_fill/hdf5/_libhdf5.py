@@ -546,3 +546,19 @@ def read_plain_attribute(obj: Any, name: bytes, max_bytes: int) -> Any:
         finally:
             lib.H5Aclose(aid)
     return values[()] if values.ndim == 0 else values
+
+
+def object_address(oid: Any) -> int:
+    """The address of an object's header (relative to the superblock; the same for all
+    of the object's names).
+
+    ``h5py.h5o.get_info`` also sums the sizes of a dataset's chunk index, which makes
+    libhdf5 read the whole index (6 ms for 10,000 chunks); ``H5Gget_objinfo`` reports
+    the address alone (its ``objno``, split over two C longs). Builds of libhdf5 without
+    deprecated symbols lack it: then ``get_info``.
+    """
+    get_objinfo = getattr(h5py.h5g, "get_objinfo", None)
+    if get_objinfo is None:
+        return int(h5py.h5o.get_info(oid).addr)
+    low, high = get_objinfo(oid, b".").objno
+    return int(low) | (int(high) << (8 * ctypes.sizeof(ctypes.c_long)))

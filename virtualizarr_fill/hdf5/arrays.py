@@ -4,7 +4,9 @@ Storage layouts:
 
 * **chunked** (every chunk index: B-tree v1/v2, fixed and paged fixed array,
   extensible array, single chunk, implicit): one manifest entry per allocated chunk,
-  from h5py's ``chunk_iter``; unallocated chunks are absent and read as the fill value.
+  read straight from the index's bytes where :mod:`~virtualizarr_fill.hdf5.chunk_index`
+  reads that index (B-tree v1, fixed array, single chunk, implicit), else from h5py's
+  ``chunk_iter``; unallocated chunks are absent and read as the fill value.
   HDF5 stores edge chunks at full size, so the Zarr grid is the HDF5 chunk grid and
   no truncation is needed for a single file.
 * **contiguous**: one chunk covering the array; never-written data has no chunk.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +50,12 @@ from virtualizarr_fill.fill.hdf5 import consolidate_hdf5_fill
 from virtualizarr_fill.hdf5 import _libhdf5
 from virtualizarr_fill.hdf5.attrs import FILL_ATTRIBUTES, convert_attributes
 from virtualizarr_fill.hdf5.chunk_btree import btree_problem
+from virtualizarr_fill.hdf5.chunk_index import (
+    ChunkTable,
+    CorruptChunkIndex,
+    DatasetGeometry,
+    read_chunk_table,
+)
 from virtualizarr_fill.hdf5.dtypes import (
     DtypePlan,
     Storage,
@@ -67,6 +76,8 @@ from virtualizarr_fill.hdf5.global_heap import (
 )
 from virtualizarr_fill.hdf5.reader import HDF5File
 from virtualizarr_fill.hdf5.urls import join_url
+
+_log = logging.getLogger(__name__)
 
 RefusalKind = Literal[
     "datatype", "filter", "layout", "dataspace", "size", "corrupt", "unreadable", "external"
@@ -226,12 +237,19 @@ def _header_fill(dataset: h5py.Dataset, dcpl: h5py.h5p.PropDCID) -> Any:
         return None
 
 
+@functools.cache
+def _array_config() -> ArrayConfig:
+    # Parsing zarr's runtime config costs more than decoding a small chunk; the codecs
+    # run here (size checks, re-encoding) do not depend on it.
+    return ArrayConfig.from_dict({})
+
+
 def _chunk_spec(metadata: ArrayV3Metadata, chunks: tuple[int, ...]) -> ArraySpec:
     return ArraySpec(
         shape=chunks,
         dtype=metadata.data_type,
         fill_value=metadata.fill_value,
-        config=ArrayConfig.from_dict({}),
+        config=_array_config(),
         prototype=default_buffer_prototype(),
     )
 
@@ -256,6 +274,19 @@ def _decoded_size(metadata: ArrayV3Metadata, chunks: tuple[int, ...], data: byte
                 raise ValueError(f"codec {codec.to_dict()['name']} decoded nothing")
             buffer = decoded
     return len(buffer)
+
+
+def _encode_sync(codecs: Sequence[Any], spec: ArraySpec, values: np.ndarray) -> bytes | None:
+    """One chunk through a chain of synchronous codecs, in order, each seeing the chunk
+    spec the previous one resolved (as zarr's codec pipeline does); None if a codec
+    encoded nothing."""
+    chunk: Any = default_buffer_prototype().nd_buffer.from_numpy_array(values)
+    for codec in codecs:
+        chunk = codec._encode_sync(chunk, spec)
+        if chunk is None:
+            return None
+        spec = codec.resolve_metadata(spec)
+    return bytes(chunk.to_bytes())
 
 
 def _max_encoded_size(nbytes: int) -> int:
@@ -423,15 +454,50 @@ class _ArrayBuilder:
     # -- manifests -----------------------------------------------------------------
 
     def _empty(self, grid: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        paths = np.full(grid, "", dtype=np.dtypes.StringDType())
+        paths = np.empty(grid, dtype=np.dtypes.StringDType())  # all ""
         offsets = np.zeros(grid, dtype=np.uint64)
         lengths = np.zeros(grid, dtype=np.uint64)
         return paths, offsets, lengths
 
-    def _chunked_manifest(
-        self, chunks: tuple[int, ...], grid: tuple[int, ...]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
-        paths, offsets, lengths = self._empty(grid)
+    def _fetch(self, reader: HDF5File) -> Callable[[int, int], bytes | None]:
+        """Read bytes of the file (fetching what is missing), None past its end."""
+        size = reader.size
+
+        def read(position: int, length: int) -> bytes | None:
+            if position < 0 or length < 0 or position + length > size:
+                return None
+            return reader.read_range(position, length)
+
+        return read
+
+    def _direct_chunk_table(self) -> ChunkTable | None:
+        """The chunk table read from the index's bytes (see
+        :mod:`~virtualizarr_fill.hdf5.chunk_index`), or None for libhdf5 to list."""
+        reader = self.context.reader(self.context.url)
+        if reader is None:
+            return None
+        dataset = self.dataset
+        geometry = DatasetGeometry(
+            shape=self.stored_shape,
+            maxshape=tuple(None if m is None else int(m) for m in dataset.maxshape),
+            chunks=tuple(int(c) for c in dataset.chunks),
+            filtered=self.dcpl.get_nfilters() > 0,
+        )
+        try:
+            return read_chunk_table(
+                self._fetch(reader),
+                base=reader.base,
+                header=_libhdf5.object_address(dataset.id),
+                sizes=(reader.address_size, reader.length_size),
+                geometry=geometry,
+            )
+        except CorruptChunkIndex as exc:
+            raise DatasetRefused("corrupt", str(exc)) from None
+        except (ValueError, IndexError, OverflowError):
+            return None  # a structure outside what the reader expects: libhdf5 decides
+
+    def _iterated_chunk_table(self) -> ChunkTable:
+        """The chunk table as libhdf5 lists it (h5py's ``chunk_iter``)."""
         infos: list[Any] = []
         dsid = self.dataset.id
         try:
@@ -441,35 +507,72 @@ class _ArrayBuilder:
                 infos = [dsid.get_chunk_info(i) for i in range(dsid.get_num_chunks())]
         except Exception as exc:  # corrupt chunk index
             raise DatasetRefused("corrupt", f"chunk index unreadable ({exc})") from None
-        pending: list[tuple[int, ...]] = []
-        if not infos:
-            return paths, offsets, lengths, pending
-        index_type = _libhdf5.get_chunk_index_type(dsid)
-        self._check_single_chunk_index(index_type, grid)
         n = len(infos)
-        ndim = len(chunks)
+        ndim = len(self.dataset.chunks)
+        if not n:
+            empty = np.zeros(0, dtype=np.uint64)
+            return ChunkTable(
+                "chunk_iter", np.zeros((0, ndim), np.int64), empty, empty, empty.astype(np.int64)
+            )
         # One transposition of h5py's StoreInfo tuples (chunk_offset, filter_mask,
         # byte_offset, size) instead of a Python loop per field.
         chunk_offsets, filter_masks, addresses, stored_sizes = zip(*infos, strict=True)
-        coords = np.array(chunk_offsets, dtype=np.int64).reshape(n, ndim)
-        byte_offsets = np.array(addresses, dtype=np.uint64)
-        sizes = np.array(stored_sizes, dtype=np.uint64)
-        masks = np.array(filter_masks, dtype=np.int64)
-        chunk_arr = np.array(chunks, dtype=np.int64)
-        indices = coords // chunk_arr if ndim else coords
-        if ndim and (np.any(coords % chunk_arr) or np.any(indices >= np.array(grid))):
-            raise DatasetRefused("corrupt", "chunk index lists chunks off the chunk grid")
+        return ChunkTable(
+            source="chunk_iter",
+            coords=np.array(chunk_offsets, dtype=np.int64).reshape(n, ndim),
+            addresses=np.array(addresses, dtype=np.uint64),
+            sizes=np.array(stored_sizes, dtype=np.uint64),
+            masks=np.array(filter_masks, dtype=np.int64),
+        )
+
+    def _chunked_manifest(
+        self, chunks: tuple[int, ...], grid: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
+        paths, offsets, lengths = self._empty(grid)
+        table = self._direct_chunk_table()
+        if table is None:
+            table = self._iterated_chunk_table()
+        _log.debug("%s: chunk table from %s (%d chunks)", self.name, table.source, len(table.sizes))
+        pending: list[tuple[int, ...]] = []
+        if not len(table.sizes):
+            return paths, offsets, lengths, pending
+        index_type = _libhdf5.get_chunk_index_type(self.dataset.id)
+        self._check_single_chunk_index(index_type, grid)
+        n = len(table.sizes)
+        ndim = len(chunks)
+        coords, byte_offsets, sizes, masks = table.coords, table.addresses, table.sizes, table.masks
+        # Per-axis columns: NumPy reduces an (n, rank) array along its first axis an
+        # order of magnitude slower than the rank 1-D columns.
+        columns = [coords[:, axis] for axis in range(ndim)]
+        index_columns = []
+        for column, chunk, extent in zip(columns, chunks, grid, strict=True):
+            scaled, remainder = np.divmod(column, chunk)
+            # Offsets past 2**63 read as negative int64.
+            if remainder.any() or int(scaled.max()) >= extent or int(scaled.min()) < 0:
+                raise DatasetRefused("corrupt", "chunk index lists chunks off the chunk grid")
+            index_columns.append(scaled)
+        index_tuple = tuple(index_columns)
+        file_size = self.context.file_size
         ends = byte_offsets + sizes
-        if n and int(ends.max()) > self.context.file_size:
+        wrapped = np.flatnonzero(ends < byte_offsets)  # past 2**64: in Python integers
+        if wrapped.size:
+            first = int(wrapped[0])
+            end = int(byte_offsets[first]) + int(sizes[first])
+        else:
+            end = int(ends.max()) if n else 0
+        if end > file_size:
             raise DatasetRefused(
                 "corrupt",
-                f"chunks extend to byte {int(ends.max())} past the end of the file "
-                f"({self.context.file_size} bytes): the file is truncated",
+                f"chunks extend to byte {end} past the end of the file "
+                f"({file_size} bytes): the file is truncated",
             )
-        flat = np.sort(np.ravel_multi_index(tuple(indices.T), grid)) if ndim else indices
-        if ndim and np.any(flat[1:] == flat[:-1]):
-            raise DatasetRefused("corrupt", "chunk index lists the same chunk twice")
-        self._check_index_keys(index_type, coords, byte_offsets)
+        if table.source == "chunk_iter":
+            # Tables read from the index list each chunk once by construction (array
+            # indexes) or by the walk's checks (B-tree keys strictly increasing).
+            flat = np.sort(np.ravel_multi_index(index_tuple, grid)) if ndim else coords
+            if ndim and np.any(flat[1:] == flat[:-1]):
+                raise DatasetRefused("corrupt", "chunk index lists the same chunk twice")
+            self._check_index_keys(index_type, coords, byte_offsets)
         expected = math.prod(chunks) * self.dataset.dtype.itemsize
         if not self.filters:
             if np.any((sizes != expected) & (sizes != 0)):
@@ -486,19 +589,18 @@ class _ArrayBuilder:
             )
         needs_rewrite = masks != 0
         if ndim:
-            needs_rewrite |= self._edge_rewrites(coords, chunk_arr)
-        index_tuple = tuple(indices.T) if ndim else ()
-        paths[index_tuple] = self.context.url
+            needs_rewrite |= self._edge_rewrites(columns, chunks)
         offsets[index_tuple] = byte_offsets
         lengths[index_tuple] = sizes
-        if np.any(sizes == 0):
-            zero = sizes == 0
-            # An allocated chunk of no bytes holds nothing to decode: treat as absent.
-            zero_index = tuple(indices[zero].T) if ndim else ()
-            paths[zero_index] = ""
-            needs_rewrite &= ~zero
+        # An allocated chunk of no bytes holds nothing to decode: treat as absent.
+        stored = sizes != 0
+        needs_rewrite &= stored
+        # A boolean mask assigns strings several times faster than an index tuple.
+        present = np.zeros(grid, dtype=bool)
+        present[index_tuple] = stored
+        paths[present] = self.context.url
         for row in np.flatnonzero(needs_rewrite):
-            index = tuple(int(i) for i in indices[row])
+            index = tuple(int(column[row]) for column in index_columns)
             pending.append(index)
             paths[index] = ""
             offsets[index] = 0
@@ -511,7 +613,8 @@ class _ArrayBuilder:
         """libhdf5 reads a chunk of a B-tree index by searching its key, while the
         manifest comes from iterating the index: the two must agree (see
         :mod:`~virtualizarr_fill.hdf5.chunk_btree`). Iteration visits B-tree keys in
-        order, so chunks listed out of order mean keys a search would miss."""
+        order, so chunks listed out of order mean keys a search would miss. (A table
+        read from a version 1 B-tree was checked by the walk that read it.)"""
         keyed = (_libhdf5.CHUNK_INDEX_BTREE, _libhdf5.CHUNK_INDEX_BT2)
         if index_type in keyed and len(coords) > 1 and coords.shape[1]:
             later, earlier = coords[1:], coords[:-1]
@@ -534,7 +637,7 @@ class _ArrayBuilder:
         problem = btree_problem(
             reader.cached_range,
             base=reader.base,
-            header=int(h5py.h5o.get_info(self.dataset.id).addr),
+            header=_libhdf5.object_address(self.dataset.id),
             sizes=(reader.address_size, reader.length_size),
             offsets=coords,
             addresses=byte_offsets,
@@ -600,11 +703,20 @@ class _ArrayBuilder:
             "corrupt, or the chunk dimensions or filters do not match the stored chunks",
         )
 
-    def _edge_rewrites(self, coords: np.ndarray, chunk_arr: np.ndarray) -> np.ndarray:
-        """Chunks whose stored bytes cannot be decoded as they are (see module doc)."""
-        stored = np.array(self.stored_shape, dtype=np.int64)
-        partial = np.any(coords + chunk_arr > stored, axis=1)
-        rewrite = np.zeros(len(coords), dtype=bool)
+    def _edge_rewrites(self, columns: list[np.ndarray], chunks: tuple[int, ...]) -> np.ndarray:
+        """Chunks whose stored bytes cannot be decoded as they are (see module doc);
+        ``columns`` are the chunks' element offsets, one array per axis."""
+        rewrite = np.zeros(len(columns[0]), dtype=bool)
+        # Per axis, chunks starting past ``limit`` reach past the stored shape.
+        limits = [s - c for s, c in zip(self.stored_shape, chunks, strict=True)]
+        beyond = {
+            axis: column > limit
+            for axis, (column, limit) in enumerate(zip(columns, limits, strict=True))
+            if int(column.max()) > limit
+        }
+        if not beyond:
+            return rewrite  # every chunk lies inside the stored shape
+        partial = np.logical_or.reduce(list(beyond.values()))
         if self.filters and partial.any():
             options = _libhdf5.get_chunk_opts(self.dcpl)
             if options is None:
@@ -615,11 +727,10 @@ class _ArrayBuilder:
                 )
             if options & _libhdf5.DONT_FILTER_PARTIAL_CHUNKS:
                 rewrite |= partial
-        padded = np.array(self.shape, dtype=np.int64) > stored
-        if padded.any():
-            # Padding of the last stored chunk becomes visible inside the netCDF shape.
-            reaches = (coords + chunk_arr > stored) & padded
-            rewrite |= np.any(reaches, axis=1)
+        for axis, reaches in beyond.items():
+            if self.shape[axis] > self.stored_shape[axis]:
+                # Padding of the last stored chunk becomes visible inside the netCDF shape.
+                rewrite |= reaches
         return rewrite
 
     def _contiguous_manifest(
@@ -846,8 +957,18 @@ class _ArrayBuilder:
                 index: direct(self._chunk_values(index, chunks, metadata.fill_value))
                 for index in pending
             }
-        pipeline = BatchedCodecPipeline.from_codecs(metadata.codecs, batch_size=len(pending))
         spec = _chunk_spec(metadata, chunks)
+        if all(isinstance(codec, SupportsSyncCodec) for codec in metadata.codecs):
+            # A trip through zarr's event loop costs more than encoding a few chunks.
+            inlined = {}
+            for index in pending:
+                values = self._chunk_values(index, chunks, metadata.fill_value)
+                data = _encode_sync(metadata.codecs, spec, values)
+                if data is None:
+                    raise DatasetRefused("unreadable", "a chunk could not be re-encoded")
+                inlined[index] = data
+            return inlined
+        pipeline = BatchedCodecPipeline.from_codecs(metadata.codecs, batch_size=len(pending))
         nd_buffer = default_buffer_prototype().nd_buffer
         batch = [
             (

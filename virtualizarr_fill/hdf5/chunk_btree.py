@@ -1,92 +1,41 @@
-"""Version 1 B-tree chunk indexes checked against what libhdf5 lists.
+"""Version 1 B-tree chunk indexes, walked from their bytes and checked.
 
-The manifest lists a dataset's chunks by iterating its chunk index (h5py's
-``chunk_iter``), but libhdf5 *reads* a chunk by searching the index for its key. In a
-version 1 B-tree (the index of every chunked dataset written with the default, earliest
-file format -- most netCDF-4 files) a key holds the chunk's offsets plus one more, which
-must be 0, and internal nodes hold copies of their children's boundary keys. A corrupt
-key that iteration reports correctly (that extra offset set, an internal key that no
-longer matches its child) makes the search miss the chunk: libhdf5 then reads fill
-values where the manifest points at data, a silent disagreement.
+A version 1 B-tree indexes the chunks of every chunked dataset written with the
+default, earliest file format (most netCDF-4 files). Its leaves hold one key per chunk
+(stored size, filter mask, the chunk's element offsets plus one more, which must be 0)
+and the chunk's address, so :func:`btree_leaves` reads the chunk table straight from
+them (see :mod:`~virtualizarr_fill.hdf5.chunk_index`), one vectorised decode per level
+instead of h5py's per-chunk ``chunk_iter`` callbacks.
 
-h5py exposes neither the keys' extra offset nor the index's nodes, so this module reads
-the nodes itself (hand-written: no library offers it): it finds the index's root in the
-dataset's layout message, walks every node once (vectorised over each node's keys), and
-checks keys, levels and children against the iterated chunks. It only uses bytes the
-reader has already fetched -- libhdf5 read all of them for the iteration -- and gives
-up silently (no check) if any is missing.
+The same walk checks what libhdf5's reads depend on: libhdf5 *reads* a chunk by
+searching the tree for its key, and internal nodes hold copies of their children's
+boundary keys. A corrupt key that iteration reports correctly (the extra offset set, an
+internal key that no longer matches its child) makes the search miss the chunk:
+libhdf5 then reads fill values where the manifest points at data, a silent
+disagreement. Keys must increase along each level, bound each node as its parent says,
+and end in 0. :func:`btree_problem` runs the same checks against chunks listed by
+``chunk_iter`` (when the table had to come from libhdf5), using only bytes already
+fetched.
+
+Hand-written (h5py exposes neither the keys' extra offset nor the index's nodes), per
+the HDF5 file format specification ("Version 1 B-trees").
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
 
 import numpy as np
 
-#: (absolute file position, length) -> the bytes if already fetched, else None
-Reader = Callable[[int, int], bytes | None]
-
-_LAYOUT = 0x0008
-_CONTINUATION = 0x0010
-_MAX_HEADER_BLOCKS = 64
-
-
-class _Unavailable(Exception):
-    """The bytes needed are not at hand, or the structure is not one this module reads."""
-
-
-def _read(read: Reader, position: int, length: int) -> bytes:
-    data = read(position, length)
-    if data is None or len(data) < length:
-        raise _Unavailable
-    return data
-
-
-def _messages(
-    read: Reader, base: int, header: int, sizes: tuple[int, int]
-) -> Iterator[tuple[int, bytes]]:
-    """(type, data) of every message of the object header at (relative) ``header``."""
-    address_size, length_size = sizes
-    head = _read(read, base + header, 16)
-    blocks: list[tuple[int, int]]
-    if head[:4] == b"OHDR":
-        flags = head[5]
-        position = 6 + (16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0)
-        width = 1 << (flags & 3)
-        prefix = _read(read, base + header + position, width)
-        blocks = [(header + position + width, int.from_bytes(prefix, "little"))]
-        version, message_header = 2, 6 if flags & 0x04 else 4
-    elif head[0] == 1:
-        blocks = [(header + 16, int.from_bytes(head[8:12], "little"))]
-        version, message_header = 1, 8
-    else:
-        raise _Unavailable
-    for _ in range(_MAX_HEADER_BLOCKS):
-        if not blocks:
-            return
-        start, size = blocks.pop(0)
-        block = _read(read, base + start, size)
-        position = 0
-        while position + message_header <= size:
-            if version == 1:
-                kind = int.from_bytes(block[position : position + 2], "little")
-                length = int.from_bytes(block[position + 2 : position + 4], "little")
-            else:
-                kind = block[position]
-                length = int.from_bytes(block[position + 1 : position + 3], "little")
-            data = block[position + message_header : position + message_header + length]
-            position += message_header + length
-            if kind == _CONTINUATION and len(data) >= address_size + length_size:
-                address = int.from_bytes(data[:address_size], "little")
-                extent = int.from_bytes(data[address_size : address_size + length_size], "little")
-                if version == 1:
-                    blocks.append((address, extent))
-                else:  # "OCHK" signature first, checksum last
-                    blocks.append((address + 4, extent - 8))
-            else:
-                yield kind, data
+from virtualizarr_fill.hdf5.layout_message import (
+    BTREE_V1,
+    Reader,
+    Unavailable,
+    chunked_layout,
+    messages,
+    read_exactly,
+)
 
 
 def _btree_root(
@@ -94,37 +43,186 @@ def _btree_root(
 ) -> tuple[int, int] | None:
     """(root address, key dimensionality) of a chunked layout indexed by a version 1
     B-tree, or None."""
-    address_size = sizes[0]
-    for kind, data in _messages(read, base, header, sizes):
-        if kind != _LAYOUT or len(data) < 3:
-            continue
-        version = data[0]
-        if version == 3 and data[1] == 2:
-            dimensionality, at = data[2], 3
-        elif version in (1, 2) and data[2] == 2:
-            dimensionality, at = data[1], 8
-        else:
-            return None
-        if len(data) < at + address_size:
-            return None
-        return int.from_bytes(data[at : at + address_size], "little"), dimensionality
-    return None
+    layout = chunked_layout(read, base, header, sizes)
+    if layout is None or layout.index_type != BTREE_V1 or layout.address is None:
+        return None
+    return layout.address, len(layout.dims)
 
 
 #: Entries read with a node's header in one go (two per child for the default B-tree
 #: rank of 32); larger nodes take a second read.
 _ENTRIES_GUESS = 64
 
+#: libhdf5's default rank K of chunk B-trees (a node holds at most 2K entries; libhdf5
+#: refuses nodes with more than the file's own 2K).
+_DEFAULT_K = 32
+_BTREE_K_MESSAGE = 0x13
+
+
+def chunk_btree_k(read: Reader, base: int, sizes: tuple[int, int]) -> int:
+    """The rank K of chunk B-trees the superblock at ``base`` records (its "indexed
+    storage internal node K": in version 1 superblocks, or the "B-tree 'K' values"
+    message of the superblock extension of versions 2 and 3), else libhdf5's default."""
+    address_size = sizes[0]
+    head = read_exactly(read, base, 12 + 2 * address_size)
+    version = head[8]
+    if version == 1:
+        return int.from_bytes(read_exactly(read, base + 24, 2), "little") or _DEFAULT_K
+    if version not in (2, 3):
+        return _DEFAULT_K
+    extension = int.from_bytes(head[12 + address_size : 12 + 2 * address_size], "little")
+    if extension == (1 << (8 * address_size)) - 1:
+        return _DEFAULT_K
+    for kind, data in messages(read, base, extension, sizes):
+        if kind == _BTREE_K_MESSAGE and len(data) >= 3 and data[0] == 0:
+            return int.from_bytes(data[1:3], "little") or _DEFAULT_K
+    return _DEFAULT_K
+
 
 def _node(read: Reader, position: int, head_size: int, entry_size: int, key_size: int) -> bytes:
     """A node's header, entries and final key."""
     guess = read(position, head_size + _ENTRIES_GUESS * entry_size + key_size)
-    head = guess if guess is not None else _read(read, position, head_size)
+    head = guess if guess is not None else read_exactly(read, position, head_size)
     used = int.from_bytes(head[6:8], "little")
     size = head_size + used * entry_size + key_size
     if len(head) >= size:
         return head
-    return _read(read, position, size)
+    return read_exactly(read, position, size)
+
+
+#: A level's nodes are read in one go when they lie within this many times the bytes
+#: they hold (libhdf5 allocates a level's nodes close together), else one by one.
+_SPREAD = 4
+#: ... and no two neighbours lie further apart than this: every block of the file the
+#: read fetches (64 KiB or more) then holds a node, which libhdf5 would fetch too.
+_MAX_GAP = 64 << 10
+
+
+def _span(read: Reader, base: int, nodes: list[int], full: int) -> tuple[int, bytes] | None:
+    """(first address, bytes) covering a level's nodes of at most ``full`` bytes each,
+    when they lie close together and the bytes are at hand."""
+    ordered = sorted(nodes)
+    low, high = ordered[0], ordered[-1] + full
+    if high - low > _SPREAD * full * len(nodes):
+        return None
+    if any(b - a > _MAX_GAP for a, b in itertools.pairwise(ordered)):
+        return None
+    span = read(base + low, high - low)
+    if span is None or len(span) != high - low:
+        return None
+    return low, span
+
+
+def _level(
+    read: Reader, base: int, nodes: list[int], head_size: int, entry_size: int, key_size: int
+) -> list[bytes | memoryview]:
+    """The bytes of each node of a level (header, entries, final key)."""
+    full = head_size + _ENTRIES_GUESS * entry_size + key_size
+    found = _span(read, base, nodes, full) if len(nodes) > 1 else None
+    if found is None:
+        return [_node(read, base + address, head_size, entry_size, key_size) for address in nodes]
+    low, span = found
+    view = memoryview(span)
+    level: list[bytes | memoryview] = []
+    for address in nodes:
+        node = view[address - low : address - low + full]
+        used = int.from_bytes(node[6:8], "little")
+        if head_size + used * entry_size + key_size > full:
+            level.append(_node(read, base + address, head_size, entry_size, key_size))
+        else:
+            level.append(node)
+    return level
+
+
+_SIGNATURE = np.frombuffer(b"TREE\x01", dtype=np.uint8)
+
+#: (entries per node, entries, final keys, level) of one level of the tree.
+Level = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+
+
+def _decode_level_at_once(
+    read: Reader,
+    base: int,
+    nodes: list[int],
+    head_size: int,
+    dtypes: tuple[np.dtype, np.dtype],
+    level: int,
+) -> Level | None:
+    """A level of well-formed nodes decoded in a few NumPy operations (gathers from the
+    level's bytes), or None: too few or too scattered nodes, bytes not at hand, or any
+    node the per-node decoder should look at (and name, if it is corrupt)."""
+    key_dtype, entry = dtypes
+    full = head_size + _ENTRIES_GUESS * entry.itemsize + key_dtype.itemsize
+    if len(nodes) < 2:
+        return None
+    found = _span(read, base, nodes, full)
+    if found is None:
+        return None
+    low, span = found
+    data = np.frombuffer(span, dtype=np.uint8)
+    starts = np.asarray(nodes, dtype=np.int64) - low
+    heads = np.lib.stride_tricks.sliding_window_view(data, 8)[starts]
+    used = heads[:, 6].astype(np.int64) | (heads[:, 7].astype(np.int64) << 8)
+    levels = heads[:, 5]
+    well_formed = (
+        bool((heads[:, :5] == _SIGNATURE).all())
+        and bool((levels == levels[0]).all())
+        and (level < 0 or int(levels[0]) == level)
+        and int(used.min()) > 0
+        and head_size + int(used.max()) * entry.itemsize + key_dtype.itemsize <= full
+    )
+    if not well_formed:
+        return None
+    total = int(used.sum())
+    firsts = np.cumsum(used) - used
+    within = np.arange(total, dtype=np.int64) - np.repeat(firsts, used)
+    entry_starts = np.repeat(starts + head_size, used) + within * entry.itemsize
+    entries = (
+        np.lib.stride_tricks.sliding_window_view(data, entry.itemsize)[entry_starts]
+        .view(entry)
+        .reshape(-1)
+    )
+    last_starts = starts + head_size + used * entry.itemsize
+    lasts = (
+        np.lib.stride_tricks.sliding_window_view(data, key_dtype.itemsize)[last_starts]
+        .view(key_dtype)
+        .reshape(-1)
+    )
+    return used, entries, lasts, int(levels[0])
+
+
+def _decode_level(
+    read: Reader,
+    base: int,
+    nodes: list[int],
+    head_size: int,
+    dtypes: tuple[np.dtype, np.dtype],
+    level: int,
+    max_entries: int | None,
+) -> Level | str:
+    """A level decoded node by node, or the first problem found."""
+    key_dtype, entry = dtypes
+    counts, entries_parts, last_parts = [], [], []
+    level_nodes = _level(read, base, nodes, head_size, entry.itemsize, key_dtype.itemsize)
+    for address, node in zip(nodes, level_nodes, strict=True):
+        where = f"node at byte {base + address}"
+        if node[:4] != b"TREE" or node[4] != 1:
+            return f"{where} is not a chunk B-tree node"
+        used = int.from_bytes(node[6:8], "little")
+        if level >= 0 and node[5] != level:
+            return f"{where} has level {node[5]} under a node of level {level + 1}"
+        if used == 0:
+            return f"{where} holds no entries"
+        if max_entries is not None and used > max_entries:
+            raise Unavailable
+        level = node[5]
+        counts.append(used)
+        split = head_size + used * entry.itemsize
+        entries_parts.append(node[head_size:split])
+        last_parts.append(node[split : split + key_dtype.itemsize])
+    entries = np.frombuffer(b"".join(entries_parts), dtype=entry)
+    lasts = np.frombuffer(b"".join(last_parts), dtype=key_dtype)
+    return np.array(counts, dtype=np.int64), entries, lasts, level
 
 
 def _increasing(keys: np.ndarray) -> np.ndarray:
@@ -158,11 +256,17 @@ def _check_tree(
     dimensionality: int,
     address_size: int,
     budget: int,
-) -> tuple[np.ndarray, np.ndarray] | str:
-    """Walk the tree level by level: (leaf keys, leaf children) in key order, or the
-    first problem found. Each level's keys are checked in one go: strictly increasing
-    along the level, each node bounded by the keys its parent holds for it (a node's
-    last key is its right neighbour's first), leaf keys' extra offset 0."""
+    max_entries: int | None = None,
+) -> np.ndarray | str:
+    """Walk the tree level by level: the leaf entries in key order (structured: key
+    ``size``, ``mask``, ``offsets`` and ``child``), or the first problem found. Each
+    level's keys are checked in one go: strictly increasing along the level, each node
+    bounded by the keys its parent holds for it (a node's last key is its right
+    neighbour's first), leaf keys' extra offset 0.
+
+    Raises :class:`Unavailable` when bytes are not at hand, or a node holds more than
+    ``max_entries`` entries (more than libhdf5 would accept without knowing the file's
+    B-tree rank)."""
     key_dtype, entry = _node_dtypes(dimensionality, address_size)
     head_size = 8 + 2 * address_size
     nodes = [root]
@@ -174,26 +278,20 @@ def _check_tree(
         visited += len(nodes)
         if visited > budget:
             return "the chunk index has more nodes than chunks (a cycle)"
-        counts, entries_parts, last_parts = [], [], []
-        for address in nodes:
-            node = _node(read, base + address, head_size, entry.itemsize, key_dtype.itemsize)
-            where = f"node at byte {base + address}"
-            if node[:4] != b"TREE" or node[4] != 1:
-                return f"{where} is not a chunk B-tree node"
-            used = int.from_bytes(node[6:8], "little")
-            if level >= 0 and node[5] != level:
-                return f"{where} has level {node[5]} under a node of level {level + 1}"
-            if used == 0:
-                return f"{where} holds no entries"
-            level = node[5]
-            counts.append(used)
-            split = head_size + used * entry.itemsize
-            entries_parts.append(node[head_size:split])
-            last_parts.append(node[split : split + key_dtype.itemsize])
-        entries = np.frombuffer(b"".join(entries_parts), dtype=entry)
+        dtypes = (key_dtype, entry)
+        decoded: Level | str | None = _decode_level_at_once(
+            read, base, nodes, head_size, dtypes, level
+        )
+        if decoded is None:
+            decoded = _decode_level(read, base, nodes, head_size, dtypes, level, max_entries)
+        if isinstance(decoded, str):
+            return decoded
+        counts, entries, last_keys, level = decoded
+        if max_entries is not None and int(counts.max()) > max_entries:
+            raise Unavailable
         keys = entries["key"]["offsets"]
-        lasts = np.frombuffer(b"".join(last_parts), dtype=key_dtype)["offsets"]
-        firsts = np.array(list(itertools.accumulate(counts[:-1], initial=0)))
+        lasts = last_keys["offsets"]
+        firsts = np.cumsum(counts) - counts
         bad = np.flatnonzero(~_increasing(np.concatenate([keys, lasts[-1:]])))
         if bad.size:
             return f"{_locate(nodes, firsts, int(bad[0]), base)}: keys out of order"
@@ -204,7 +302,6 @@ def _check_tree(
             np.array_equal(keys[firsts], bounds[0]) and np.array_equal(lasts, bounds[1])
         ):
             return f"{where}: a node's keys differ from those its parent holds for it"
-        children = entries["child"].astype(np.uint64)
         if level == 0:
             extra = np.flatnonzero(keys[:, -1] != 0)
             if extra.size:
@@ -213,13 +310,13 @@ def _check_tree(
                     f"{_locate(nodes, firsts, index, base)} is {keys[index].tolist()}; the "
                     "last offset of a chunk key must be 0"
                 )
-            return keys[:, :-1], children
+            return entries
         # Entry k's child spans keys k .. k+1 (the node's last key after its last entry).
         following = np.concatenate([keys[1:], lasts[-1:]])
         ends = np.cumsum(counts) - 1
         following[ends] = lasts
         bounds = (keys, following)
-        nodes = [int(child) for child in children]
+        nodes = entries["child"].tolist()
         level -= 1
 
 
@@ -253,11 +350,12 @@ def btree_problem(
         walked = _check_tree(
             read, base, root, dimensionality, address_size, budget=2 * len(offsets) + 16
         )
-    except _Unavailable:
+    except Unavailable:
         return None
     if isinstance(walked, str):
         return f"chunk index (B-tree at byte {base + root}): {walked}"
-    keys, children = walked[0], walked[1] + np.uint64(base)
+    keys = walked["key"]["offsets"][:, :-1]
+    children = walked["child"].astype(np.uint64) + np.uint64(base)
     if keys.shape != offsets.shape or not (
         np.array_equal(keys, offsets) and np.array_equal(children, addresses)
     ):
@@ -268,4 +366,42 @@ def btree_problem(
     return None
 
 
-__all__ = ["btree_problem"]
+def btree_leaves(
+    read: Reader,
+    *,
+    base: int,
+    root: int,
+    dimensionality: int,
+    address_size: int,
+    budget: int,
+    k: int = _DEFAULT_K,
+) -> np.ndarray | str:
+    """The leaf entries of the chunk B-tree at (relative) ``root``, in key order, checked
+    as :func:`btree_problem` checks them: a structured array (``key`` with ``size``,
+    ``mask`` and ``offsets`` -- the chunk's element offsets then the extra 0 --, and
+    ``child``, the chunk's relative address), or the first problem found.
+
+    Raises :class:`~virtualizarr_fill.hdf5.layout_message.Unavailable` when bytes are
+    not at hand, the walk visits more than ``budget`` nodes, or a node holds more
+    entries than the B-tree rank ``k`` allows (see :func:`chunk_btree_k`): libhdf5
+    then decides.
+    """
+    if address_size not in (2, 4, 8):
+        raise Unavailable
+    walked = _check_tree(
+        read,
+        base,
+        root,
+        dimensionality,
+        address_size,
+        budget=budget,
+        max_entries=2 * k,
+    )
+    if isinstance(walked, str):
+        if walked.endswith("(a cycle)"):
+            raise Unavailable  # more nodes than expected: let libhdf5 iterate
+        return f"chunk index (B-tree at byte {base + root}): {walked}"
+    return walked
+
+
+__all__ = ["btree_leaves", "btree_problem", "chunk_btree_k"]

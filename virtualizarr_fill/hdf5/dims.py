@@ -30,6 +30,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from virtualizarr_fill.hdf5._libhdf5 import object_address
 from virtualizarr_fill.hdf5.attrs import (
     UnreadableAttribute,
     attribute_names,
@@ -290,7 +291,7 @@ class DimensionNamer:
         Resolving an object's name is slow in HDF5 and a file has few scales referenced
         many times, so names are cached by object address (cheap to get).
         """
-        address = h5py.h5o.get_info(h5py.h5r.dereference(reference, file.id)).addr
+        address = object_address(h5py.h5r.dereference(reference, file.id))
         key = (id(file), int(address))
         name = self._scale_names.get(key)
         if name is None:

@@ -33,6 +33,7 @@ from virtualizarr_fill.errors import (
     NotHDF5Error,
     UnsupportedFeatureError,
 )
+from virtualizarr_fill.hdf5._libhdf5 import object_address
 from virtualizarr_fill.hdf5.arrays import ArrayContext, DatasetRefused, Target, build_array
 from virtualizarr_fill.hdf5.attrs import convert_attributes
 from virtualizarr_fill.hdf5.dims import DatasetNode, DimensionNamer, GroupNode
@@ -493,7 +494,7 @@ def _exists(group: h5py.Group, path: str) -> bool:
 def _address(obj: h5py.HLObject) -> int | None:
     """The object's address in its file (the same for all its names); None if unreadable."""
     try:
-        return int(h5py.h5o.get_info(obj.id).addr)
+        return object_address(obj.id)
     except Exception:  # a corrupt object header or heap
         return None
 

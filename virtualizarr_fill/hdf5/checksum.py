@@ -1,0 +1,62 @@
+"""HDF5 metadata checksums (Bob Jenkins' lookup3 ``hashlittle``, initial value 0).
+
+Version 2+ structures (fixed and extensible arrays, version 2 B-trees, v2 object
+headers) end in this checksum. libhdf5 exports its own implementation,
+``H5_checksum_lookup3``; it is called through ctypes on the copy h5py has loaded, so
+that the checksum is exactly libhdf5's and costs microseconds. Where that symbol is
+not available, :func:`lookup3` returns None and callers fall back to libhdf5 reading
+the structure itself.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+
+from virtualizarr_fill.hdf5 import _libhdf5
+
+
+@functools.cache
+def _function() -> Callable[[int | None, int, int], int] | None:
+    lib = _libhdf5._libhdf5()
+    if lib is None or not hasattr(lib, "H5_checksum_lookup3"):
+        return None
+    function = lib.H5_checksum_lookup3
+    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32]
+    function.restype = ctypes.c_uint32
+    return function  # type: ignore[no-any-return]
+
+
+def available() -> bool:
+    """Whether :func:`lookup3` can compute checksums."""
+    return _function() is not None
+
+
+def lookup3(data: bytes, start: int = 0, end: int | None = None) -> int | None:
+    """The HDF5 metadata checksum of ``data[start:end]`` (without copying it), or None
+    when unavailable."""
+    function = _function()
+    if function is None:
+        return None
+    end = len(data) if end is None else end
+    if not 0 <= start <= end <= len(data):
+        raise ValueError(f"range {start}:{end} outside {len(data)} bytes")
+    address = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value
+    assert address is not None
+    return int(function(address + start, end - start, 0))
+
+
+def verified(data: bytes, start: int = 0, end: int | None = None) -> bool | None:
+    """Whether the last 4 bytes of ``data[start:end]`` are the checksum of the rest
+    (None: cannot tell)."""
+    end = len(data) if end is None else end
+    if end - start < 4:
+        return False
+    computed = lookup3(data, start, end - 4)
+    if computed is None:
+        return None
+    return computed == int.from_bytes(data[end - 4 : end], "little")
+
+
+__all__ = ["available", "lookup3", "verified"]
