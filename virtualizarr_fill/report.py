@@ -21,7 +21,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-__all__ = ["ArrayReport", "ParseReport", "Refusal", "collect", "record_array", "record_refusal"]
+__all__ = [
+    "ArrayReport",
+    "ParseReport",
+    "Refusal",
+    "collect",
+    "collecting",
+    "record_array",
+    "record_refusal",
+]
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,12 @@ def collect() -> Iterator[ParseReport]:
         yield report
     finally:
         _current.reset(token)
+
+
+def collecting() -> bool:
+    """Whether a :func:`collect` block is active here: parsers skip composing records
+    (notes are formatted strings) when nothing would keep them."""
+    return _current.get() is not None
 
 
 def record_array(report: ArrayReport) -> None:

@@ -125,6 +125,11 @@ def _to_int(value: Any) -> int:
     raise NotRepresentableError(f"expected a number, got {type(value).__name__}")
 
 
+@functools.lru_cache(maxsize=16)
+def _largest(dtype: np.dtype[Any]) -> float:
+    return float(np.finfo(dtype).max)
+
+
 def _to_float(value: Any, dtype: np.dtype[Any]) -> np.floating[Any]:
     """Round a real number to ``dtype``; a finite number that overflows is refused."""
     if not _is_real_number(value) and not isinstance(value, bool | np.bool_):
@@ -132,9 +137,12 @@ def _to_float(value: Any, dtype: np.dtype[Any]) -> np.floating[Any]:
     # Python ints and float64 go through float64, the way GDAL (CPLAtof) and the
     # HDF5 library convert; a float32 scalar converts exactly.
     source = float(value)
+    if not math.isfinite(source) or abs(source) <= _largest(dtype):
+        # Cannot overflow: skip np.errstate, which costs more than the cast.
+        return dtype.type(source)  # type: ignore[no-any-return]
     with np.errstate(over="ignore"):
-        result = dtype.type(source)
-    if math.isfinite(source) and not np.isfinite(result):
+        result = dtype.type(source)  # may still round down to the largest value
+    if not np.isfinite(result):
         raise NotRepresentableError(f"{value!r} is outside the range of {dtype}")
     return result  # type: ignore[no-any-return]
 

@@ -51,7 +51,7 @@ from virtualizarr_fill.errors import (
 )
 from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
-from virtualizarr_fill.report import ArrayReport, record_array
+from virtualizarr_fill.report import ArrayReport, collecting, record_array
 from virtualizarr_fill.tiff import codecs_map, geo, metadata, segments, tags
 from virtualizarr_fill.tiff.arrays import array_metadata, inlined_array, manifest_array
 
@@ -291,15 +291,16 @@ def _image_array(
         attributes={**attrs.attributes, **extra_attributes},
         dimension_names=("band", "y", "x"),
     )
-    record_array(
-        ArrayReport(
-            url=context.url,
-            name=name,
-            edge_handling=edge_handling_of(decision.codecs).name.lower(),
-            padding_notes=(_padding_note(page, layout, decision),),
-            fill_notes=attrs.fill.notes,
+    if collecting():
+        record_array(
+            ArrayReport(
+                url=context.url,
+                name=name,
+                edge_handling=edge_handling_of(decision.codecs).name.lower(),
+                padding_notes=(_padding_note(page, layout, decision),),
+                fill_notes=attrs.fill.notes,
+            )
         )
-    )
     return manifest_array(band_metadata, manifest)
 
 
