@@ -14,9 +14,9 @@ into a wrong manifest.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import os
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterator
@@ -49,33 +49,27 @@ from virtualizarr_fill.hdf5.parser import find_superblock
 from virtualizarr_fill.hdf5.reader import HDF5File
 
 REPO = Path(__file__).resolve().parents[1]
+
+sys.path.insert(0, str(REPO / "fixtures"))
+import make_hdf5_fixtures  # noqa: E402
+
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: Index types read from their bytes (the others go through libhdf5's chunk_iter).
 DIRECT = {BTREE_V1, SINGLE_CHUNK, IMPLICIT, FIXED_ARRAY}
-
-
-def _fixture_module() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "make_hdf5_fixtures", REPO / "fixtures" / "make_hdf5_fixtures.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def index_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _fixture_module().make_chunk_index_fixtures(tmp_path_factory.mktemp("index"))
+        return make_hdf5_fixtures.make_chunk_index_fixtures(tmp_path_factory.mktemp("index"))
 
 
 @pytest.fixture(scope="module")
 def synthetic_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _fixture_module().make_all(tmp_path_factory.mktemp("synthetic"))
+        return make_hdf5_fixtures.make_all(tmp_path_factory.mktemp("synthetic"))
 
 
 # ------------------------------------------------------------------------------ helpers
