@@ -30,6 +30,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
+from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.io import StoreFile
 from virtualizarr_fill.tiff import TIFFParser, arrays, geo, segments
@@ -298,7 +299,7 @@ def test_fast_paths_change_no_parse(
     monkeypatch.setattr(segments, "_FEW_SEGMENTS", -1)
     # Metadata copied through dataclasses.replace, as with a zarr whose ArrayV3Metadata
     # holds more state than its fields.
-    monkeypatch.setattr(arrays, "_COPY_BY_FIELDS", False)
+    monkeypatch.setattr(zarr_metadata, "COPY_BY_FIELDS", False)
     arrays.clear_caches()
     general = dict(_records(tiff_files, tree=True))
     arrays.clear_caches()

@@ -46,6 +46,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
 from zarr.dtype import ZDType, parse_data_type
 
+from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.fill.hdf5 import consolidate_hdf5_fill
 from virtualizarr_fill.hdf5 import _libhdf5
 from virtualizarr_fill.hdf5.attrs import FILL_ATTRIBUTES, convert_attributes
@@ -201,20 +202,21 @@ def array_metadata(
     attributes: dict[str, Any],
     dimension_names: tuple[str, ...],
 ) -> ArrayV3Metadata:
-    """Zarr v3 metadata of a regular-grid array with the given codec chain."""
+    """Zarr v3 metadata of a regular-grid array with the given codec chain (validated
+    once per distinct input, see :mod:`virtualizarr_fill.zarr_metadata`)."""
     chain = list(codecs)
     if dtype.kind == "T" and not chain:
         chain = [{"name": "vlen-utf8", "configuration": {}}]
-    return ArrayV3Metadata(
+    return zarr_metadata.array_metadata(
         shape=shape,
         data_type=_zarr_dtype(dtype),
+        dtype=dtype,
         chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunks}},
         chunk_key_encoding={"name": "default"},
         fill_value=fill_value,
         codecs=chain,
         attributes=attributes,
         dimension_names=dimension_names,
-        storage_transformers=None,
     )
 
 

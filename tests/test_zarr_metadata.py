@@ -1,0 +1,161 @@
+"""The shared metadata cache (:mod:`virtualizarr_fill.zarr_metadata`) on HDF5 files.
+
+The TIFF side is covered by ``tests/test_tiff_parse_caches.py``. Here every HDF5 and
+netCDF-4 file of the corpus must give the same virtual store whether each file is parsed
+with the cache emptied first (every metadata validated afresh), after all the others in
+either order (later files copy earlier ones' validated metadata), or with the cache
+bypassed - so a cached copy can never carry one file's values into another's.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from obspec_utils.registry import ObjectStoreRegistry
+from obstore.store import LocalStore
+from virtualizarr.manifests import ManifestArray, ManifestGroup
+from zarr.core.metadata.v3 import ArrayV3Metadata
+
+from virtualizarr_fill import zarr_metadata
+from virtualizarr_fill.errors import VirtualizarrFillError
+from virtualizarr_fill.hdf5 import HDF5Parser
+
+pytestmark = pytest.mark.corpus
+
+REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
+HDF5_SUFFIXES = {".h5", ".hdf5", ".nc", ".he5", ".nc4", ".h5ad"}
+
+
+@pytest.fixture(scope="module")
+def hdf5_files(corpus_dir: Path) -> list[Path]:
+    files = sorted(p for p in corpus_dir.rglob("*") if p.suffix.lower() in HDF5_SUFFIXES)
+    assert len(files) > 80
+    return files
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=repr, sort_keys=True))
+
+
+def _array_record(array: ManifestArray) -> dict[str, Any]:
+    fill = np.asarray(array.metadata.fill_value)
+    return {
+        "document": _json(array.metadata.to_dict()),
+        "codec_classes": [type(c).__qualname__ for c in array.metadata.codecs],
+        "fill": (fill.dtype.str, fill.tobytes().hex()),
+    }
+
+
+def _group_record(group: ManifestGroup) -> dict[str, Any]:
+    return {
+        "arrays": {name: _array_record(a) for name, a in group.arrays.items()},
+        "groups": {name: _group_record(g) for name, g in group.groups.items()},
+    }
+
+
+def _parse(path: Path) -> ManifestGroup:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return HDF5Parser()(f"file://{path}", REGISTRY)._group
+
+
+def _record(path: Path) -> Any:
+    try:
+        return _group_record(_parse(path))
+    except VirtualizarrFillError as error:
+        return {"error": type(error).__name__}
+
+
+def _records(files: list[Path]) -> Iterator[tuple[Path, Any]]:
+    for path in files:
+        yield path, _record(path)
+
+
+def _arrays(group: ManifestGroup) -> Iterator[tuple[str, ManifestArray]]:
+    yield from group.arrays.items()
+    for child in group.groups.values():
+        yield from _arrays(child)
+
+
+def test_cold_warm_and_bypassed_caches_give_identical_hdf5_stores(
+    hdf5_files: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cold = {}
+    for path in hdf5_files:
+        zarr_metadata.clear_cache()
+        cold[path] = _record(path)
+    zarr_metadata.clear_cache()
+    forward = dict(_records(hdf5_files))
+    assert zarr_metadata._validated.cache_info().hits > 0, "the cache was never used"
+    backward = dict(_records(hdf5_files[::-1]))
+    # Bypassed: every key uncacheable, so every metadata is validated with its attributes.
+    monkeypatch.setattr(zarr_metadata, "_exact", _uncacheable)
+    bypassed = dict(_records(hdf5_files))
+    parsed = [p for p in hdf5_files if "error" not in cold[p]]
+    assert len(parsed) > 80
+    for path in hdf5_files:
+        assert forward[path] == cold[path], path
+        assert backward[path] == cold[path], path
+        assert bypassed[path] == cold[path], path
+
+
+def _uncacheable(value: Any) -> Any:
+    raise zarr_metadata._Uncacheable
+
+
+def test_every_hdf5_metadata_equals_a_fresh_validation(hdf5_files: list[Path]) -> None:
+    checked = 0
+    for path in hdf5_files:
+        try:
+            root = _parse(path)
+        except VirtualizarrFillError:
+            continue
+        for name, array in _arrays(root):
+            ours = array.metadata
+            fresh = ArrayV3Metadata(
+                shape=ours.shape,
+                data_type=ours.data_type,
+                chunk_grid=ours.chunk_grid,
+                chunk_key_encoding=ours.chunk_key_encoding,
+                fill_value=ours.fill_value,
+                codecs=ours.codecs,
+                attributes=ours.attributes,
+                dimension_names=ours.dimension_names,
+                storage_transformers=None,
+            )
+            assert _json(fresh.to_dict()) == _json(ours.to_dict()), (path, name)
+            assert fresh.codecs == ours.codecs, (path, name)
+            checked += 1
+    assert checked > 300
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [np.dtype([("r", "<f4"), ("i", "<f4")]), np.dtype("O"), np.dtypes.StringDType()],
+    ids=["record", "object", "vlen-string"],
+)
+def test_data_types_without_an_exact_key_are_built_afresh(dtype: np.dtype) -> None:
+    with pytest.raises(zarr_metadata._Uncacheable):
+        zarr_metadata._dtype_key(dtype)
+
+
+def test_fill_values_that_compare_equal_get_their_own_metadata() -> None:
+    zarr_metadata.clear_cache()
+    common: dict[str, Any] = {
+        "shape": (4,),
+        "dtype": np.dtype("<f4"),
+        "data_type": zarr_metadata.zarr_data_type(np.dtype("<f4")),
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": (2,)}},
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "attributes": {},
+        "dimension_names": ("x",),
+    }
+    zero = zarr_metadata.array_metadata(fill_value=0.0, **common)
+    negative_zero = zarr_metadata.array_metadata(fill_value=-0.0, **common)
+    assert np.signbit(negative_zero.fill_value) and not np.signbit(zero.fill_value)
