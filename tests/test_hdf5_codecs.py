@@ -151,3 +151,35 @@ def test_codec_configuration_is_validated() -> None:
         HDF5LZFCodec(nbytes=0)
     with pytest.raises(ValueError):
         HDF5ShuffleCodec(elementsize=0)
+
+
+@pytest.mark.parametrize("shuffled", [False, True], ids=["zlib", "shuffle+zlib"])
+@pytest.mark.parametrize("stored_rows", [8, 6, 10], ids=["exact", "shorter", "longer"])
+def test_decoded_size_of_a_deflate_chunk_is_exact(shuffled: bool, stored_rows: int) -> None:
+    """The parse-time chunk check measures a deflate chunk with libdeflate when it fits;
+    a stream decoding to fewer or more bytes than the chunk must still report its true
+    size (the longer one through the general path), and garbage must still raise."""
+    import zlib
+
+    from virtualizarr_fill.hdf5.arrays import _decoded_size, array_metadata
+
+    chunks = (8, 4)
+    codecs: list[dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    if shuffled:
+        codecs.append({"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}})
+    codecs.append({"name": "numcodecs.zlib", "configuration": {"level": 6}})
+    metadata = array_metadata(
+        shape=(16, 4),
+        dtype=np.dtype("<i4"),
+        chunks=chunks,
+        fill_value=0,
+        codecs=codecs,
+        attributes={},
+        dimension_names=("y", "x"),
+    )
+    expected = 8 * 4 * 4
+    stored = np.arange(stored_rows * 4, dtype="<i4").tobytes()
+    data = zlib.compress(stored)
+    assert _decoded_size(metadata, chunks, data, expected) == len(stored)
+    with pytest.raises(Exception):  # noqa: B017  (whatever zlib raises)
+        _decoded_size(metadata, chunks, b"not a deflate stream", expected)
