@@ -304,7 +304,8 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         error_classes=("ValueError", "TypeError", "RuntimeError", "OverflowError", "KeyError"),
         places=(
             ("hdf5/dtypes.py", "plan_dtype"),
-            ("hdf5/arrays.py", "_cached_zarr_dtype"),
+            ("zarr_metadata.py", "_cached_data_type"),
+            ("zarr_metadata.py", "zarr_data_type"),
             ("fill/cast.py", "_default_fill_value"),
             ("hdf5/arrays.py", "_contiguous_manifest"),
             ("hdf5/arrays.py", "_chunked_manifest"),

@@ -40,7 +40,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Self
 
-import imagecodecs
 import numpy as np
 import zarr
 from obstore.store import LocalStore, MemoryStore
@@ -49,8 +48,6 @@ from virtualizarr.manifests import store as vz_store
 from virtualizarr.manifests.store import ManifestStore
 from zarr.abc.codec import ArrayBytesCodecPartialDecodeMixin, Codec, CodecPipeline, GetResult
 from zarr.codecs.bytes import BytesCodec
-from zarr.codecs.numcodecs import Shuffle as NumcodecsShuffle
-from zarr.codecs.numcodecs import Zlib as NumcodecsZlib
 from zarr.codecs.transpose import TransposeCodec
 from zarr.core.buffer import Buffer, NDBuffer
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
@@ -61,6 +58,7 @@ from zarr.registry import register_pipeline
 from zarr.storage._common import StorePath
 
 from virtualizarr_fill._sync_store import _resolve
+from virtualizarr_fill.codecs.inflate import inflate, inflates_to_chunk
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteGetter, ByteSetter
@@ -322,22 +320,16 @@ def _decode_bytes(
     buffer = None
     for k in range(len(bb_codecs) - 1, -1, -1):
         codec = bb_codecs[k]
-        if buffer is None and _inflates_to(bb_codecs, k):
-            with contextlib.suppress(Exception):
-                data = imagecodecs.deflate_decode(data, out=nbytes)
+        if buffer is None and inflates_to_chunk(bb_codecs, k):
+            inflated = inflate(data, nbytes)
+            if inflated is not None:
+                data = inflated
                 continue
         if buffer is None:
             buffer = ab_spec.prototype.buffer.from_bytes(data)
         buffer = codec._decode_sync(buffer, ab_spec)
         data = None
     return data if buffer is None else buffer.as_numpy_array()
-
-
-def _inflates_to(bb_codecs: tuple[Any, ...], k: int) -> bool:
-    """Is codec ``k`` zlib, decoding to the chunk's own size (only shuffles after it)?"""
-    if type(bb_codecs[k]) is not NumcodecsZlib:
-        return False
-    return all(type(c) is NumcodecsShuffle for c in bb_codecs[:k])
 
 
 def _scatter(

@@ -29,10 +29,19 @@ CHUNK_KEY_ENCODING: dict[str, Any] = {"name": "default", "configuration": {"sepa
 TEMPLATE_CACHE_SIZE = 256
 
 
-@functools.lru_cache(maxsize=64)
-def zarr_data_type(dtype: np.dtype) -> Any:
-    """Zarr's data-type object for a NumPy dtype (zarr's own lookup is slow; cached)."""
+@functools.lru_cache(maxsize=512)
+def _cached_data_type(dtype: np.dtype) -> Any:
     return parse_data_type(dtype, zarr_format=3)
+
+
+def zarr_data_type(dtype: np.dtype) -> Any:
+    """Zarr's data-type object for a NumPy dtype. Resolving one walks zarr's whole
+    dtype registry, so it is done once per dtype (afresh for the rare unhashable one,
+    such as a dtype whose metadata holds unhashable values)."""
+    try:
+        return _cached_data_type(dtype)
+    except TypeError:
+        return parse_data_type(dtype, zarr_format=3)
 
 
 class _Uncacheable(Exception):

@@ -35,22 +35,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import h5py
-import imagecodecs
 import numpy as np
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 from zarr.abc.codec import BytesBytesCodec, SupportsSyncCodec
-from zarr.codecs.numcodecs import Shuffle as NumcodecsShuffle
-from zarr.codecs.numcodecs import Zlib as NumcodecsZlib
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
-from zarr.dtype import ZDType, parse_data_type
 
 from virtualizarr_fill import zarr_metadata
-from virtualizarr_fill.codecs.hdf5_shuffle import HDF5ShuffleCodec
+from virtualizarr_fill.codecs.inflate import inflate, inflates_to_chunk
 from virtualizarr_fill.fill.hdf5 import consolidate_hdf5_fill
 from virtualizarr_fill.hdf5 import _libhdf5
 from virtualizarr_fill.hdf5.attrs import FILL_ATTRIBUTES, convert_attributes
@@ -183,19 +179,6 @@ def build_array(
 # helpers
 
 
-@functools.lru_cache(maxsize=512)
-def _cached_zarr_dtype(dtype: np.dtype) -> ZDType[Any, Any]:
-    return parse_data_type(dtype, zarr_format=3)
-
-
-def _zarr_dtype(dtype: np.dtype) -> ZDType[Any, Any]:
-    # Resolving a NumPy dtype walks zarr's whole dtype registry: do it once per dtype.
-    try:
-        return _cached_zarr_dtype(dtype)
-    except TypeError:  # an unhashable dtype (metadata holding unhashable values)
-        return parse_data_type(dtype, zarr_format=3)
-
-
 def array_metadata(
     *,
     shape: tuple[int, ...],
@@ -213,7 +196,7 @@ def array_metadata(
         chain = [{"name": "vlen-utf8", "configuration": {}}]
     return zarr_metadata.array_metadata(
         shape=shape,
-        data_type=_zarr_dtype(dtype),
+        data_type=zarr_metadata.zarr_data_type(dtype),
         dtype=dtype,
         chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunks}},
         chunk_key_encoding={"name": "default"},
@@ -273,14 +256,10 @@ def _decoded_size(
     names the problem.
     """
     bb_codecs = [c for c in metadata.codecs if isinstance(c, BytesBytesCodec)]
-    if (
-        bb_codecs
-        and type(bb_codecs[-1]) is NumcodecsZlib
-        and all(type(c) in _SIZE_PRESERVING for c in bb_codecs[:-1])
-    ):
-        # Any failure: the general path below decodes again and reports it.
-        with contextlib.suppress(Exception):
-            return len(imagecodecs.deflate_decode(data, out=expected))
+    if bb_codecs and inflates_to_chunk(bb_codecs, len(bb_codecs) - 1):
+        inflated = inflate(data, expected)
+        if inflated is not None:  # else the general path decodes again and reports it
+            return len(inflated)
     spec = _chunk_spec(metadata, chunks)
     buffer = default_buffer_prototype().buffer.from_bytes(data)
     for codec in reversed(metadata.codecs):
@@ -294,10 +273,6 @@ def _decoded_size(
                 raise ValueError(f"codec {codec.to_dict()['name']} decoded nothing")
             buffer = decoded
     return len(buffer)
-
-
-#: bytes->bytes codecs whose output is as long as their input.
-_SIZE_PRESERVING = (NumcodecsShuffle, HDF5ShuffleCodec)
 
 
 def _encode_sync(codecs: Sequence[Any], spec: ArraySpec, values: np.ndarray) -> bytes | None:
