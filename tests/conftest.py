@@ -6,9 +6,17 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import hdf5plugin
 import pytest
 
 from tests.servers import S3Server, running_s3
+
+# netCDF4, once imported, points HDF5_PLUGIN_PATH at its own filter plugins, which are
+# built against its own copy of libhdf5: h5py loading one of them to write or read a
+# blosc or bitshuffle dataset fails or crashes, depending on which test ran first.
+# Registered filters take precedence over the plugin path, so h5py always uses
+# hdf5plugin's, whatever the test order.
+hdf5plugin.register(force=True)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpus"
