@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tifffile
 import xarray as xr
+import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset
@@ -152,3 +153,42 @@ def test_options_pass_through_and_pickle(tmp_path: Path) -> None:
     hdf5 = open_virtual_dataset(_uri(netcdf), registry=REGISTRY, parser=restored)
     assert set(hdf5.variables) == {"keep"}
     np.testing.assert_array_equal(_read(hdf5, "keep"), np.arange(5.0))
+
+
+def test_every_parser_returns_a_store_named_by_its_file(tmp_path: Path) -> None:
+    """zarr formats ``str(store)`` into every array it opens: it must name the file, in
+    one line that does not grow with the number of arrays, and survive pickling. Paths
+    that name no node are missing (upstream served their deepest ancestor instead)."""
+    from virtualizarr.manifests import ManifestStore
+
+    from virtualizarr_fill import HDF5Parser
+
+    tif = tmp_path / "image.tif"
+    tifffile.imwrite(tif, IMAGE)
+    few, many = tmp_path / "few.h5", tmp_path / "many.h5"
+    for path, count in ((few, 2), (many, 200)):
+        with h5py.File(path, "w") as f:
+            for i in range(count):
+                f[f"v{i}"] = IMAGE + i
+    stores = [
+        (TIFFParser()(_uri(tif), REGISTRY), tif),
+        (AutoParser()(_uri(tif), REGISTRY), tif),
+        (HDF5Parser()(_uri(few), REGISTRY), few),
+        (AutoParser()(_uri(many), REGISTRY), many),
+    ]
+    for store, path in stores:
+        assert isinstance(store, ManifestStore)
+        assert str(store) == f"ManifestStore({_uri(path)!r})"
+        assert repr(store) == str(store)
+        restored = pickle.loads(pickle.dumps(store))
+        assert str(restored) == str(store)
+        root = zarr.open_group(restored, mode="r", zarr_format=3)
+        name, expected = ("band_data", IMAGE[np.newaxis]) if path == tif else ("v1", IMAGE + 1)
+        np.testing.assert_array_equal(root[name][...], expected)
+        assert repr(root[name]).startswith(f"<Array {store}/{name} ")
+        for missing in ("no such array", f"{name}/below an array"):
+            with pytest.raises(KeyError):
+                root[missing]
+            assert store.get_sync(f"{missing}/zarr.json") is None  # type: ignore[attr-defined]
+        with pytest.raises(FileNotFoundError):
+            xr.open_dataset(store, engine="zarr", group="typo", consolidated=False)

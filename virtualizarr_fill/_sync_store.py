@@ -76,6 +76,21 @@ def _zarr_json(metadata: Any) -> Buffer:
     return found
 
 
+def _metadata_node(group: ManifestGroup, key: str) -> Any:
+    """The group or array whose ``zarr.json`` is ``key``, or ``None`` if no node has that path."""
+    node: Any = group
+    for part in key.split("/")[:-1]:
+        if not isinstance(node, ManifestGroup):
+            return None  # a path below an array
+        if part in node.arrays:
+            node = node.arrays[part]
+        elif part in node.groups:
+            node = node.groups[part]
+        else:
+            return None
+    return node
+
+
 def _resolve(registry: ObjectStoreRegistry, url: str) -> tuple[Any, str]:
     known = _resolved.get(registry)
     if known is None:
@@ -99,9 +114,10 @@ def get_sync(
 ) -> Buffer | None:
     """Blocking twin of ``ManifestStore.get``."""
     prototype = prototype or default_buffer_prototype()
+    if key.endswith("zarr.json"):
+        found = _metadata_node(self._group, key)
+        return None if found is None else _zarr_json(found.metadata)
     node, suffix = vz_store._get_deepest_group_or_array(self._group, key)
-    if suffix.endswith("zarr.json"):
-        return _zarr_json(node.metadata)
     if suffix.endswith(_V2_METADATA_KEYS):
         return None
     if isinstance(node, ManifestGroup):
@@ -136,18 +152,19 @@ def _read_only(self: ManifestStore, *args: Any, **kwargs: Any) -> None:
 _upstream_get = ManifestStore.get
 
 
-# Retire when VirtualiZarr's ManifestStore caches its encoded metadata.
+# Retire when VirtualiZarr's ManifestStore caches its encoded metadata and answers
+# requests for missing nodes with None.
 async def get(
     self: ManifestStore,
     key: str,
     prototype: BufferPrototype,
     byte_range: ByteRequest | None = None,
 ) -> Buffer | None:
-    """``ManifestStore.get``, with ``zarr.json`` documents encoded once."""
+    """``ManifestStore.get``, with ``zarr.json`` documents encoded once and ``None`` for
+    a ``zarr.json`` of a path that names no node."""
     if key.endswith("zarr.json"):
-        node, suffix = vz_store._get_deepest_group_or_array(self._group, key)
-        if suffix.endswith("zarr.json"):
-            return _zarr_json(node.metadata)
+        found = _metadata_node(self._group, key)
+        return None if found is None else _zarr_json(found.metadata)
     return await _upstream_get(self, key, prototype, byte_range)
 
 

@@ -12,6 +12,8 @@ concatenate arrays whose lengths are not chunk multiples, and its writers read
 * ``np.concatenate`` / ``np.stack`` / ``np.expand_dims`` / ``np.broadcast_to`` /
   ``np.where`` on ManifestArrays, registered in VirtualiZarr's own array-function
   dispatch table, with chunk grids and codec chains from :mod:`virtualizarr_fill.concat`.
+* :class:`FileManifestStore`, the ManifestStore our parsers return, whose ``str`` is
+  one line (zarr formats it into every array and group it opens).
 * the few module functions that have no extension point (listed in :func:`install`).
 
 :func:`install` applies all of it once per process (importing this module calls it)
@@ -36,6 +38,7 @@ from virtualizarr.manifests import array_api as vz_array_api
 from virtualizarr.manifests import indexing as vz_indexing
 from virtualizarr.manifests import store as vz_store
 from virtualizarr.manifests.array import ManifestArray
+from virtualizarr.manifests.group import ManifestGroup
 from virtualizarr.manifests.manifest import ChunkManifest
 from virtualizarr.manifests.utils import copy_and_replace_metadata
 from zarr.core.chunk_grids import DimensionGrid, FixedDimension
@@ -131,6 +134,32 @@ def _is_sharded(marr: ManifestArray) -> bool:
 
 def _upstream(name: str) -> Callable[..., Any]:
     return cast(Callable[..., Any], _originals[name])
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class FileManifestStore(vz_store.ManifestStore):
+    """VirtualiZarr's ``ManifestStore`` for one parsed file, with a one-line ``str``.
+
+    zarr formats ``str(store)`` into every group and array it opens (three times per
+    array read), and VirtualiZarr's ``__str__`` renders every array of the store's
+    group with its manifest: opening one array of a file with a thousand datasets cost
+    tens of milliseconds, and reading all of them grew with the square of their count.
+    Here ``str`` names the parsed file instead.
+
+    Retire when VirtualiZarr's ``ManifestStore.__str__`` no longer renders the group.
+    """
+
+    def __init__(self, group: ManifestGroup, *, registry: Any, url: str) -> None:
+        super().__init__(group, registry=registry)
+        self.url = url
+
+    def __str__(self) -> str:
+        return f"ManifestStore({self.url!r})"
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 # --------------------------------------------------------------------------- the subclass
@@ -631,6 +660,7 @@ def installed() -> bool:
 __all__ = [
     "VIRTUALIZARR_RANGE",
     "ZARR_RANGE",
+    "FileManifestStore",
     "RectilinearManifestArray",
     "check_versions",
     "install",

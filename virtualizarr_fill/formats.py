@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from virtualizarr.manifests import ManifestStore
 
+from virtualizarr_fill._vz_adapter import FileManifestStore
 from virtualizarr_fill.errors import NotHDF5Error, UnknownFormatError
 from virtualizarr_fill.io import StoreFile, normalize_url
 from virtualizarr_fill.tiff import TIFFParser
@@ -162,6 +163,6 @@ class AutoParser:
         file_format = sniff_format(reader, url)
         if file_format is FileFormat.TIFF:
             # The header bytes are already in ``reader``: parse from them.
-            return ManifestStore(group=tiff.parse(url, reader), registry=registry)
+            return FileManifestStore(tiff.parse(url, reader), registry=registry, url=url)
         parser = self.parser_for(file_format)
         return parser(url, registry)  # type: ignore[no-any-return]

@@ -27,6 +27,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
+from virtualizarr_fill._vz_adapter import FileManifestStore
 from virtualizarr_fill.errors import (
     CorruptFileError,
     FillValueError,
@@ -253,7 +254,7 @@ class HDF5Parser:
             group = self._manifest_group(node, namer, context, walker)
         finally:
             session.close()
-        return ManifestStore(group=group, registry=registry)
+        return FileManifestStore(group, registry=registry, url=url)
 
     # -- hierarchy ---------------------------------------------------------------
 

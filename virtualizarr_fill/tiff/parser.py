@@ -42,6 +42,7 @@ import numpy as np
 import tifffile
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 
+from virtualizarr_fill._vz_adapter import FileManifestStore
 from virtualizarr_fill._vz_adapter import install as install_vz_adapter
 from virtualizarr_fill.errors import (
     CorruptFileError,
@@ -104,7 +105,7 @@ class TIFFParser:
         url = normalize_url(url)
         store, path = registry.resolve(url)
         reader = StoreFile(store, path, first_request=self.first_request)
-        return ManifestStore(group=self.parse(url, reader), registry=registry)
+        return FileManifestStore(self.parse(url, reader), registry=registry, url=url)
 
     def parse(self, url: str, reader: StoreFile) -> ManifestGroup:
         """The manifest group of the TIFF read through ``reader`` (``url`` names the chunks)."""
