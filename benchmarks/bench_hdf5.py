@@ -13,6 +13,11 @@ chunk index (its parsing core, which cannot fail on the manifest stage).
 Usage::
 
     python benchmarks/bench_hdf5.py [--repeat 5] [--workdir DIR] [--no-corpus]
+                                    [--only TEXT ...] [--profile N]
+
+``--only`` keeps the files whose label contains one of the texts; ``--profile N``
+profiles (cProfile) N parses of each selected file by this project's parser instead of
+timing the parsers side by side.
 """
 
 from __future__ import annotations
@@ -241,15 +246,38 @@ def summarise(results: dict[str, dict[str, Result]]) -> None:
     print(f"files that raised: {failed} (of {len(results)})")
 
 
+def profile(files: dict[str, Path], parses: int) -> None:
+    """cProfile of ``parses`` parses of each file by :class:`HDF5Parser`."""
+    import cProfile
+    import pstats
+
+    for label, path in files.items():
+        _run_once("ours", path)  # warm-up: imports and caches
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(parses):
+            _run_once("ours", path)
+        profiler.disable()
+        print(f"\n=== {label}: {parses} parses")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=Path("benchmarks") / ".hdf5_inputs")
     parser.add_argument("--no-corpus", action="store_true")
+    parser.add_argument("--only", nargs="+", metavar="TEXT", help="files whose label has TEXT")
+    parser.add_argument("--profile", type=int, metavar="N", help="profile N parses per file")
     args = parser.parse_args(argv)
     files = make_inputs(args.workdir.resolve())
     if not args.no_corpus and CORPUS.is_dir():
         files.update(corpus_files())
+    if args.only:
+        files = {k: v for k, v in files.items() if any(text in k for text in args.only)}
+    if args.profile:
+        profile(files, args.profile)
+        return 0
     summarise(run(files, args.repeat))
     return 0
 

@@ -182,6 +182,13 @@ def _compare_file(path: Path, counts: Counter[str], problems: list[str]) -> None
                 got, want = getattr(table, field), getattr(expected, field)
                 if got.dtype != want.dtype or not np.array_equal(got, want):
                     problems.append(f"{where}: {field} differ from chunk_iter's")
+            if table.positions is not None:
+                counts["positions"] += 1
+                assert table.grid is not None
+                chunks = np.array(dataset.chunks, dtype=np.int64)
+                scaled = tuple((expected.coords // chunks).T)
+                if not np.array_equal(np.ravel_multi_index(scaled, table.grid), table.positions):
+                    problems.append(f"{where}: positions differ from chunk_iter's offsets")
             counts[table.source] += 1
     finally:
         opened.close()
@@ -213,6 +220,7 @@ def test_index_fixtures_read_directly_equal_chunk_iter(index_files: dict[str, Pa
     assert counts["chunk_iter"] == 0, counts
     assert counts["btree-v1"] == 17 and counts["fixed-array"] == 26, counts
     assert counts["single-chunk"] == 4 and counts["implicit"] == 2, counts
+    assert counts["positions"] == counts["fixed-array"] + counts["implicit"], counts
 
 
 def test_synthetic_fixtures_read_directly_equal_chunk_iter(

@@ -14,6 +14,8 @@ offsets and lengths, read from its bytes, equal libhdf5's.
 from __future__ import annotations
 
 import contextlib
+import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import numpy as np
 import pytest
 
 from virtualizarr_fill.hdf5 import _libhdf5
+from virtualizarr_fill.hdf5 import reader as hdf5_reader
 from virtualizarr_fill.hdf5.attrs import (
     MAX_ATTRIBUTE_BYTES,
     _resolver,
@@ -30,7 +33,7 @@ from virtualizarr_fill.hdf5.attrs import (
 )
 from virtualizarr_fill.hdf5.dims import _scale_counts
 from virtualizarr_fill.hdf5.dtypes import UnsupportedDtypeError, _plan, plan_dtype
-from virtualizarr_fill.hdf5.parser import find_superblock, superblock_sizes
+from virtualizarr_fill.hdf5.parser import HDF5Parser, find_superblock, superblock_sizes
 from virtualizarr_fill.io import StoreFile
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -328,3 +331,187 @@ def test_superblock_sizes_equal_libhdf5s(corpus_dir: Path, tmp_path: Path) -> No
         assert sizes == expected, path.name
         compared += 1
     assert compared > 80
+
+
+# -------------------------------------------------------------- in-memory opening
+
+
+def _store_state(store: Any) -> list[Any]:
+    """Everything a parse produced, comparable with ``==``."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    state: list[Any] = []
+
+    def visit(group: Any, path: str) -> None:
+        attributes = json.dumps(group.metadata.attributes, sort_keys=True, default=repr)
+        state.append((path, attributes))
+        for name, array in sorted(group.arrays.items()):
+            documents = array.metadata.to_buffer_dict(default_buffer_prototype())
+            manifest = array.manifest
+            state.append(
+                (
+                    f"{path}/{name}",
+                    documents["zarr.json"].to_bytes(),
+                    manifest._paths.tolist(),
+                    manifest._offsets.tolist(),
+                    manifest._lengths.tolist(),
+                    sorted(manifest._inlined.items()),
+                )
+            )
+        for name, child in sorted(group.groups.items()):
+            visit(child, f"{path}/{name}")
+
+    visit(store._group, "")
+    return state
+
+
+def _parse_state(path: Path) -> tuple[Any, list[str]]:
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            state: Any = _store_state(HDF5Parser()("file://" + str(path), registry))
+        except Exception as exc:  # both ways must fail alike
+            state = ("raised", type(exc).__name__, str(exc))
+    return state, [f"{type(w.message).__name__}: {w.message}" for w in caught]
+
+
+def _driver(path: Path) -> int:
+    from obstore.store import LocalStore
+
+    reader = hdf5_reader.HDF5File(
+        LocalStore(), str(path).lstrip("/"), first_request=1 << 20, block_size=1 << 20
+    )
+    with hdf5_reader.open_h5py(reader) as file:
+        return int(file.id.get_access_plist().get_driver())
+
+
+def test_small_files_parse_alike_from_memory(
+    corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = [p for p in _hdf5_files(corpus_dir) if p.stat().st_size <= hdf5_reader.IMAGE_MAX_BYTES]
+    from_memory = 0
+    for path in small:
+        with contextlib.suppress(OSError):  # files libhdf5 refuses either way
+            from_memory += _driver(path) == h5py.h5fd.CORE
+    fast = {path: _parse_state(path) for path in small}
+    monkeypatch.setattr(hdf5_reader, "IMAGE_MAX_BYTES", 0)
+    assert all(_driver(path) != h5py.h5fd.CORE for path in small[:5])
+    differ = [path.name for path in small if _parse_state(path) != fast[path]]
+    assert not differ, differ
+    assert from_memory > 50  # most of the corpus's HDF5 files are small
+
+
+def test_unsound_heap_collection_is_opened_through_the_reader(tmp_path: Path) -> None:
+    """A global heap collection the reader's check refuses keeps the file off the
+    in-memory path: libhdf5 must load it through the reader, which raises."""
+    from obstore.store import LocalStore
+
+    path = tmp_path / "strings.h5"
+    with h5py.File(path, "w", libver="earliest") as file:
+        file.create_dataset("s", data=np.array(["a", "bc"], dtype=h5py.string_dtype()))
+    data = bytearray(path.read_bytes())
+    collection = data.find(b"GCOL\x01")
+    assert collection > 0
+    sound = hdf5_reader.HDF5File(LocalStore(), str(path).lstrip("/"), first_request=1 << 20)
+    assert sound.whole_image() == bytes(data)
+    data[collection + 8 : collection + 16] = (len(data) * 2).to_bytes(8, "little")
+    broken = tmp_path / "broken.h5"
+    broken.write_bytes(bytes(data))
+    reader = hdf5_reader.HDF5File(LocalStore(), str(broken).lstrip("/"), first_request=1 << 20)
+    assert reader.whole_image() is None
+    with hdf5_reader.open_h5py(reader) as file:
+        assert file.id.get_access_plist().get_driver() != h5py.h5fd.CORE
+
+
+# ---------------------------------------------------------------- header fill values
+
+
+def _h5py_fill(dataset: h5py.Dataset) -> Any:
+    try:
+        if dataset._dcpl.fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED:
+            return None
+        return dataset.fillvalue
+    except Exception:  # the parser reads such a fill as absent too
+        return None
+
+
+def _compare_fills(path: Path) -> tuple[int, list[str]]:
+    from virtualizarr_fill.hdf5.arrays import _header_fill
+
+    compared, problems = 0, []
+    try:
+        file = h5py.File(path, "r")
+    except OSError:
+        return 0, []
+    with file:
+        for obj in _objects(file):
+            if not isinstance(obj, h5py.Dataset):
+                continue
+            try:
+                dtype = obj.dtype
+            except Exception:  # a type h5py cannot describe: the parser refuses it
+                continue
+            ours, theirs = _header_fill(dtype, obj._dcpl), _h5py_fill(obj)
+            if (ours is None) != (theirs is None) or (ours is not None and not _same(ours, theirs)):
+                problems.append(f"{path.name}:{obj.name}: {ours!r} != {theirs!r}")
+            compared += 1
+    return compared, problems
+
+
+def test_header_fill_equals_h5py_fillvalue(corpus_dir: Path, tmp_path: Path) -> None:
+    """The default fill value is read without libhdf5's conversion: every dataset of
+    the corpus and of every plain type in both byte orders, default or set, compares
+    bit for bit with h5py's ``fillvalue``."""
+    path = tmp_path / "fills.h5"
+    with h5py.File(path, "w") as file:
+        for order in "<>":
+            for code in ("i1", "u2", "i4", "u8", "f2", "f4", "f8", "c8", "c16"):
+                dtype = np.dtype(order + code)
+                file.create_dataset(f"default_{order}{code}", (3,), dtype=dtype)
+                if dtype.kind != "c":  # libhdf5 cannot convert a complex fill value
+                    file.create_dataset(f"set_{order}{code}", (3,), dtype=dtype, fillvalue=7)
+        file.create_dataset("bool", (2,), dtype=bool)
+        file.create_dataset("string", (2,), dtype=h5py.string_dtype())
+        file.create_dataset("record", (2,), dtype=[("a", "<i2"), ("b", ">f4")])
+    compared, problems = _compare_fills(path)
+    assert compared == 2 * (9 + 7) + 3
+    for corpus_file in _hdf5_files(corpus_dir):
+        count, found = _compare_fills(corpus_file)
+        compared += count
+        problems += found
+    assert not problems, "\n".join(problems[:20])
+    assert compared > 400
+
+
+# ------------------------------------------------------- chunks stored unfiltered
+
+
+def test_unfiltered_edge_chunks_read_from_their_bytes(
+    corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partial edge chunk stored with every filter skipped is re-encoded from its
+    bytes instead of read through h5py: the store is the same both ways, and the
+    values equal h5py's."""
+    from virtualizarr_fill.hdf5.arrays import _ArrayBuilder
+
+    path = corpus_dir / "fsspec+kerchunk" / "hdf5_mali_chunk.h5"
+    original = _ArrayBuilder._unfiltered_values
+    taken: list[np.ndarray] = []
+
+    def recording(self: Any, *args: Any) -> Any:
+        values = original(self, *args)
+        if values is not None:
+            taken.append(np.array(values))
+        return values
+
+    monkeypatch.setattr(_ArrayBuilder, "_unfiltered_values", recording)
+    fast = _parse_state(path)
+    assert len(taken) == 1
+    with h5py.File(path, "r") as file:
+        assert np.array_equal(taken[0], file["data"][7:]), (taken[0], file["data"][7:])
+    monkeypatch.setattr(_ArrayBuilder, "_unfiltered_values", lambda self, *args: None)
+    assert _parse_state(path) == fast

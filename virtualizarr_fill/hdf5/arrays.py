@@ -157,8 +157,13 @@ def build_array(
         plan = plan_dtype(dataset)
     except UnsupportedDtypeError as exc:
         raise DatasetRefused("datatype", f"unsupported datatype: {exc}") from None
-    dcpl = dataset.id.get_create_plist()
-    nbytes = math.prod(int(s) for s in dataset.shape) * dataset.dtype.itemsize
+    # h5py's cached copy of the creation property list (listing the attributes made
+    # it), rather than another copy; and the dtype once (h5py derives it on every call).
+    dcpl = getattr(dataset, "_dcpl", None)
+    if dcpl is None:
+        dcpl = dataset.id.get_create_plist()
+    dtype = dataset.dtype
+    nbytes = math.prod(int(s) for s in dataset.shape) * dtype.itemsize
     if nbytes >= 2**63:
         # Larger than any file can hold: the dataspace message is garbage.
         raise DatasetRefused("corrupt", f"implausible shape {dataset.shape} ({nbytes} bytes)")
@@ -169,7 +174,7 @@ def build_array(
         raw=raw_attributes,
         path=target.path,
     )
-    builder = _ArrayBuilder(dataset, dcpl, plan, target, context)
+    builder = _ArrayBuilder(dataset, dtype, dcpl, plan, target, context)
     if dcpl.get_layout() == h5py.h5d.VIRTUAL:
         return builder.build_virtual({**json_attrs, **typed})
     return builder.build({**json_attrs, **typed})
@@ -216,14 +221,27 @@ def _grid_shape(shape: Sequence[int], chunks: Sequence[int]) -> tuple[int, ...]:
     return tuple(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True))
 
 
-def _header_fill(dataset: h5py.Dataset, dcpl: h5py.h5p.PropDCID) -> Any:
-    """The header fill value as :func:`consolidate_hdf5_fill` expects it."""
+def _header_fill(dtype: np.dtype, dcpl: h5py.h5p.PropDCID) -> Any:
+    """The header fill value as :func:`consolidate_hdf5_fill` expects it: h5py's
+    ``dataset.fillvalue`` (the same calls, with the dataset's dtype at hand)."""
     try:
-        if dcpl.fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED:
+        defined = dcpl.fill_value_defined()
+        if defined == h5py.h5d.FILL_VALUE_UNDEFINED:
             return None
-        return dataset.fillvalue
+        value = np.zeros((1,), dtype=dtype)
+        if defined == h5py.h5d.FILL_VALUE_DEFAULT and _plain_numeric(dtype):
+            # libhdf5 zero-fills a default fill value without a type conversion
+            # (H5P_get_fill_value); the conversion path costs more than the read.
+            return value[0]
+        dcpl.get_fill_value(value)
+        return value[0]
     except Exception:  # fill message of a type h5py cannot convert
         return None
+
+
+def _plain_numeric(dtype: np.dtype) -> bool:
+    """An integer, float or complex dtype without fields or h5py metadata."""
+    return dtype.kind in "biufc" and dtype.fields is None and not dtype.metadata
 
 
 @functools.cache
@@ -310,12 +328,14 @@ class _ArrayBuilder:
     def __init__(
         self,
         dataset: h5py.Dataset,
+        dtype: np.dtype,
         dcpl: h5py.h5p.PropDCID,
         plan: DtypePlan,
         target: Target,
         context: ArrayContext,
     ) -> None:
         self.dataset = dataset
+        self.dtype = dtype  # the dataset's (h5py's ``dataset.dtype``)
         self.dcpl = dcpl
         self.plan = plan
         self.target = target
@@ -324,6 +344,8 @@ class _ArrayBuilder:
         self.stored_shape = tuple(int(s) for s in dataset.shape)
         self.shape = target.shape
         self.name = target.path if target.path is not None else dataset.name
+        #: Rewritten chunks stored with every filter skipped: (byte offset, length).
+        self.unfiltered: dict[tuple[int, ...], tuple[int, int]] = {}
 
     # -- top level ---------------------------------------------------------------
 
@@ -399,7 +421,7 @@ class _ArrayBuilder:
     def _filter_codecs(self, chunks: Sequence[int]) -> list[dict[str, Any]]:
         self.filters: list[FilterInfo] = read_pipeline(self.dcpl)
         try:
-            return filter_codecs(self.filters, dtype=self.dataset.dtype, chunk_shape=chunks)
+            return filter_codecs(self.filters, dtype=self.dtype, chunk_shape=chunks)
         except UnsupportedFilterError as exc:
             raise DatasetRefused("filter", str(exc)) from None
 
@@ -412,9 +434,9 @@ class _ArrayBuilder:
         self, attributes: dict[str, Any], chunks: tuple[int, ...], codecs: list[dict[str, Any]]
     ) -> Callable[[bool], ArrayV3Metadata]:
         def make(has_unallocated: bool) -> ArrayV3Metadata:
-            fill_dtype = self.dataset.dtype if self.plan.is_string else self.plan.dtype
+            fill_dtype = self.dtype if self.plan.is_string else self.plan.dtype
             decision = consolidate_hdf5_fill(
-                _header_fill(self.dataset, self.dcpl),
+                _header_fill(self.dtype, self.dcpl),
                 attributes,
                 fill_dtype,
                 source=self.context.url,
@@ -540,17 +562,7 @@ class _ArrayBuilder:
         n = len(table.sizes)
         ndim = len(chunks)
         coords, byte_offsets, sizes, masks = table.coords, table.addresses, table.sizes, table.masks
-        # Per-axis columns: NumPy reduces an (n, rank) array along its first axis an
-        # order of magnitude slower than the rank 1-D columns.
-        columns = [coords[:, axis] for axis in range(ndim)]
-        index_columns = []
-        for column, chunk, extent in zip(columns, chunks, grid, strict=True):
-            scaled, remainder = np.divmod(column, chunk)
-            # Offsets past 2**63 read as negative int64.
-            if remainder.any() or int(scaled.max()) >= extent or int(scaled.min()) < 0:
-                raise DatasetRefused("corrupt", "chunk index lists chunks off the chunk grid")
-            index_columns.append(scaled)
-        index_tuple = tuple(index_columns)
+        positions = self._grid_positions(table, chunks, grid)
         file_size = self.context.file_size
         ends = byte_offsets + sizes
         wrapped = np.flatnonzero(ends < byte_offsets)  # past 2**64: in Python integers
@@ -568,11 +580,11 @@ class _ArrayBuilder:
         if table.source == "chunk_iter":
             # Tables read from the index list each chunk once by construction (array
             # indexes) or by the walk's checks (B-tree keys strictly increasing).
-            flat = np.sort(np.ravel_multi_index(index_tuple, grid)) if ndim else coords
+            flat = np.sort(positions) if ndim else coords
             if ndim and np.any(flat[1:] == flat[:-1]):
                 raise DatasetRefused("corrupt", "chunk index lists the same chunk twice")
             self._check_index_keys(index_type, coords, byte_offsets)
-        expected = math.prod(chunks) * self.dataset.dtype.itemsize
+        expected = math.prod(chunks) * self.dtype.itemsize
         if not self.filters:
             if np.any((sizes != expected) & (sizes != 0)):
                 raise DatasetRefused(
@@ -588,23 +600,53 @@ class _ArrayBuilder:
             )
         needs_rewrite = masks != 0
         if ndim:
-            needs_rewrite |= self._edge_rewrites(columns, chunks)
-        offsets[index_tuple] = byte_offsets
-        lengths[index_tuple] = sizes
+            needs_rewrite |= self._edge_rewrites(positions, chunks, grid)
+        # Flat views of the fresh (contiguous) arrays: assigning at flat positions costs
+        # a fraction of assigning at a tuple of per-axis indices.
+        offsets.reshape(-1)[positions] = byte_offsets
+        lengths.reshape(-1)[positions] = sizes
         # An allocated chunk of no bytes holds nothing to decode: treat as absent.
         stored = sizes != 0
         needs_rewrite &= stored
         # A boolean mask assigns strings several times faster than an index tuple.
         present = np.zeros(grid, dtype=bool)
-        present[index_tuple] = stored
+        present.reshape(-1)[positions] = stored
         paths[present] = self.context.url
+        skipped_all = (1 << len(self.filters)) - 1
         for row in np.flatnonzero(needs_rewrite):
-            index = tuple(int(column[row]) for column in index_columns)
+            index = tuple(int(i) for i in np.unravel_index(int(positions[row]), grid))
             pending.append(index)
+            if (
+                self.filters
+                and int(masks[row]) & skipped_all == skipped_all
+                and int(sizes[row]) == expected
+            ):
+                self.unfiltered[index] = (int(byte_offsets[row]), int(sizes[row]))
             paths[index] = ""
             offsets[index] = 0
             lengths[index] = 0
         return paths, offsets, lengths, pending
+
+    def _grid_positions(
+        self, table: ChunkTable, chunks: tuple[int, ...], grid: tuple[int, ...]
+    ) -> np.ndarray:
+        """Each listed chunk's row-major position in the manifest's chunk grid; refuses
+        chunks off that grid. Array indexes list positions in the grid of the maximum
+        shape: when that is the manifest's grid they serve as they are."""
+        if table.positions is not None and table.grid == grid:
+            return table.positions
+        index_columns = []
+        for axis, (chunk, extent) in enumerate(zip(chunks, grid, strict=True)):
+            # Per-axis columns: NumPy reduces an (n, rank) array along its first axis
+            # an order of magnitude slower than the rank 1-D columns.
+            scaled, remainder = np.divmod(table.coords[:, axis], chunk)
+            # Offsets past 2**63 read as negative int64.
+            if remainder.any() or int(scaled.max()) >= extent or int(scaled.min()) < 0:
+                raise DatasetRefused("corrupt", "chunk index lists chunks off the chunk grid")
+            index_columns.append(scaled)
+        if not index_columns:
+            return np.zeros(len(table.sizes), dtype=np.intp)
+        return np.ravel_multi_index(tuple(index_columns), grid)
 
     def _check_index_keys(
         self, index_type: int | None, coords: np.ndarray, byte_offsets: np.ndarray
@@ -674,7 +716,7 @@ class _ArrayBuilder:
         the chunk dimensions say, so such references could never read back what h5py
         shows. A corrupt or checksum-failing chunk is refused the same way.
         """
-        expected = math.prod(chunks) * self.dataset.dtype.itemsize
+        expected = math.prod(chunks) * self.dtype.itemsize
         if expected > VERIFY_CHUNK_MAX_BYTES or not lengths.size:
             return
         candidates = np.where(lengths > 0, lengths, np.iinfo(np.uint64).max)
@@ -702,19 +744,31 @@ class _ArrayBuilder:
             "corrupt, or the chunk dimensions or filters do not match the stored chunks",
         )
 
-    def _edge_rewrites(self, columns: list[np.ndarray], chunks: tuple[int, ...]) -> np.ndarray:
+    def _edge_rewrites(
+        self, positions: np.ndarray, chunks: tuple[int, ...], grid: tuple[int, ...]
+    ) -> np.ndarray:
         """Chunks whose stored bytes cannot be decoded as they are (see module doc);
-        ``columns`` are the chunks' element offsets, one array per axis."""
-        rewrite = np.zeros(len(columns[0]), dtype=bool)
-        # Per axis, chunks starting past ``limit`` reach past the stored shape.
+        ``positions`` are the chunks' row-major positions in ``grid``."""
+        rewrite = np.zeros(len(positions), dtype=bool)
+        # Per axis, chunks starting past ``limit`` reach past the stored shape; only
+        # axes whose last grid row starts past it can have such chunks.
         limits = [s - c for s, c in zip(self.stored_shape, chunks, strict=True)]
+        axes = [
+            axis
+            for axis, (limit, chunk, extent) in enumerate(zip(limits, chunks, grid, strict=True))
+            if (extent - 1) * chunk > limit
+        ]
+        if not axes:
+            return rewrite  # every chunk lies inside the stored shape
+        indices = np.unravel_index(positions, grid)
+        starts = {axis: indices[axis] * chunks[axis] for axis in axes}
         beyond = {
-            axis: column > limit
-            for axis, (column, limit) in enumerate(zip(columns, limits, strict=True))
-            if int(column.max()) > limit
+            axis: column > limits[axis]
+            for axis, column in starts.items()
+            if int(column.max()) > limits[axis]
         }
         if not beyond:
-            return rewrite  # every chunk lies inside the stored shape
+            return rewrite
         partial = np.logical_or.reduce(list(beyond.values()))
         if self.filters and partial.any():
             options = _libhdf5.get_chunk_opts(self.dcpl)
@@ -741,7 +795,7 @@ class _ArrayBuilder:
             self._external_manifest(chunks, paths, offsets, lengths)
             return paths, offsets, lengths, pending
         offset = self.dataset.id.get_offset()
-        nbytes = math.prod(self.stored_shape) * self.dataset.dtype.itemsize
+        nbytes = math.prod(self.stored_shape) * self.dtype.itemsize
         if offset is None or nbytes == 0:
             return paths, offsets, lengths, pending  # never written: reads as fill
         size = self.dataset.id.get_storage_size()
@@ -769,7 +823,7 @@ class _ArrayBuilder:
         the same whole number of rows (the last may hold more than the rest needs).
         """
         segments = [self.dcpl.get_external(i) for i in range(self.dcpl.get_external_count())]
-        itemsize = self.dataset.dtype.itemsize
+        itemsize = self.dtype.itemsize
         nbytes = math.prod(self.stored_shape) * itemsize
         rows_total = self.stored_shape[0] if self.stored_shape else 1
         if len(segments) == 1 or not self.stored_shape:
@@ -808,7 +862,7 @@ class _ArrayBuilder:
         if math.prod(self.stored_shape) == 0:
             return
         rows, segments = self._external
-        itemsize = self.dataset.dtype.itemsize
+        itemsize = self.dtype.itemsize
         row_bytes = math.prod(self.stored_shape[1:]) * itemsize if self.stored_shape else itemsize
         total_rows = self.stored_shape[0] if self.stored_shape else 1
         for number, (url, offset, size) in enumerate(segments):
@@ -858,7 +912,12 @@ class _ArrayBuilder:
         libhdf5 allocates each claimed length before it reads the heap."""
         what = f"variable-length strings of {self.name!r}"
         try:
-            address_size = int(self.dataset.file.id.get_create_plist().get_sizes()[0])
+            reader = self.context.reader(self.context.url)
+            address_size = (
+                reader.address_size  # read from the superblock when the file was opened
+                if reader is not None and reader.sizes_known
+                else int(self.dataset.file.id.get_create_plist().get_sizes()[0])
+            )
             descriptors = _libhdf5.read_vlen_descriptors(
                 self.dataset.id, math.prod(self.stored_shape), address_size
             )
@@ -917,9 +976,34 @@ class _ArrayBuilder:
         )
         if any(r.start >= r.stop for r in region):
             return out
-        values = self._read_region(region)
-        out[tuple(slice(0, r.stop - r.start) for r in region)] = values
+        within = tuple(slice(0, r.stop - r.start) for r in region)
+        values = self._unfiltered_values(index, chunks, within)
+        if values is None:
+            values = self._read_region(region)
+        out[within] = values
         return out
+
+    def _unfiltered_values(
+        self, index: tuple[int, ...], chunks: tuple[int, ...], within: tuple[slice, ...]
+    ) -> np.ndarray | None:
+        """The values of a chunk stored with every filter skipped (a partial edge chunk
+        of a dataset that does not filter those), from its bytes when they are at hand:
+        what libhdf5 reads for it, as the chunk holds the array's own element layout
+        (plain numbers only; anything else is read through h5py). None otherwise."""
+        stored = self.unfiltered.get(index)
+        dtype = self.plan.dtype
+        if (
+            stored is None
+            or self.plan.storage is not Storage.REFERENCE
+            or dtype.kind not in "iufc"
+            or not _plain_numeric(dtype)
+        ):
+            return None
+        reader = self.context.reader(self.context.url)
+        data = None if reader is None else reader.cached_range(*stored)
+        if data is None:
+            return None
+        return np.frombuffer(data, dtype=dtype).reshape(chunks)[within]
 
     def _direct_encoder(self, metadata: ArrayV3Metadata) -> Callable[[np.ndarray], bytes] | None:
         """Encoders for the two plain chains, avoiding a trip through zarr's event loop."""

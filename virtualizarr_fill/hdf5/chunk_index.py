@@ -72,6 +72,11 @@ class ChunkTable:
     sizes: np.ndarray
     #: Filter masks (int64; bit i set: filter i skipped).
     masks: np.ndarray
+    #: For indexes that list chunks by grid position (fixed array, implicit): each
+    #: chunk's row-major position (int64) in :attr:`grid`, else None.
+    positions: np.ndarray | None = None
+    #: The chunk grid :attr:`positions` count in (that of the maximum shape).
+    grid: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,8 @@ def _table(
     addresses: np.ndarray,
     sizes: np.ndarray,
     masks: np.ndarray,
+    positions: np.ndarray | None = None,
+    grid: tuple[int, ...] | None = None,
 ) -> ChunkTable:
     return ChunkTable(
         source=source,
@@ -102,6 +109,8 @@ def _table(
         addresses=addresses.astype(np.uint64, copy=False),
         sizes=sizes.astype(np.uint64, copy=False),
         masks=masks.astype(np.int64, copy=False),
+        positions=positions,
+        grid=grid,
     )
 
 
@@ -219,6 +228,8 @@ def _implicit(base: int, layout: ChunkedLayout, geometry: DatasetGeometry) -> Ch
         addresses,
         np.full(count, _chunk_bytes(layout), dtype=np.uint64),
         np.zeros(count, dtype=np.uint64),
+        indices,
+        grid,
     )
 
 
@@ -256,6 +267,8 @@ def _fixed_array(
         _absolute(addresses, base),
         stored,
         masks,
+        indices.astype(np.int64, copy=False),
+        grid,
     )
 
 

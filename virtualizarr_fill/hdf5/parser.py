@@ -38,7 +38,7 @@ from virtualizarr_fill.hdf5._libhdf5 import object_address
 from virtualizarr_fill.hdf5.arrays import ArrayContext, DatasetRefused, Target, build_array
 from virtualizarr_fill.hdf5.attrs import convert_attributes
 from virtualizarr_fill.hdf5.dims import DatasetNode, DimensionNamer, GroupNode
-from virtualizarr_fill.hdf5.reader import HDF5File
+from virtualizarr_fill.hdf5.reader import HDF5File, open_h5py
 from virtualizarr_fill.hdf5.urls import join_url
 from virtualizarr_fill.io import StoreFile
 
@@ -144,7 +144,7 @@ class _FileSession:
         reader.base = superblock
         reader.seek(0)
         try:
-            file = h5py.File(reader, "r")
+            file = open_h5py(reader)
         except OSError as exc:
             raise CorruptFileError(f"{url}: the HDF5 library cannot open it: {exc}") from None
         self.stack.enter_context(file)
@@ -155,6 +155,7 @@ class _FileSession:
                 sizes = (int(offsets), int(lengths))
         if sizes is not None:
             reader.address_size, reader.length_size = sizes
+            reader.sizes_known = True
         self.files[url] = (file, reader)
         return file, reader
 
