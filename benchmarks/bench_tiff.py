@@ -22,6 +22,11 @@ first IFD's tags and GeoTIFF keys (every tifffile-based parser pays it before bu
 any Zarr metadata), and ``open_virtual_dataset`` is the whole call a user makes with
 ``TIFFParser()`` (parse plus VirtualiZarr building the xarray Dataset).
 
+Every file is parsed repeatedly, so the parser's result caches (georeferences, coordinate
+arrays and attributes kept by the contents of their tags, :mod:`virtualizarr_fill.tiff.caches`)
+serve repetitions after the first, as they serve the files of a time series on one grid;
+``--no-result-caches`` measures files that share none of these.
+
 Run: ``python benchmarks/bench_tiff.py`` (``--repeat N``, ``--no-corpus``). ``--profile N``
 instead runs N first-image and N every-IFD parses of each generated file under cProfile
 and prints where the time goes.
@@ -46,7 +51,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 from virtualizarr_fill.io import CountingStore
-from virtualizarr_fill.tiff import TIFFParser
+from virtualizarr_fill.tiff import TIFFParser, caches
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -321,7 +326,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-corpus", action="store_true")
     parser.add_argument("--profile", type=int, metavar="N", help="profile N parses instead")
+    parser.add_argument(
+        "--no-result-caches",
+        action="store_true",
+        help="derive georeferences, coordinates and attributes afresh on every parse (as "
+        "for an archive whose files share none), instead of reusing them by tag contents",
+    )
     args = parser.parse_args()
+    if args.no_result_caches:
+        caches.ENABLED = False
     with tempfile.TemporaryDirectory() as tmp:
         cog, strips = Path(tmp) / "cog_1000_float32_deflate.tif", Path(tmp) / "strips_150_rps10.tif"
         make_cog(cog)

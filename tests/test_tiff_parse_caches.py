@@ -8,6 +8,12 @@
   and the Python checks of small segment lists give the NumPy checks' manifests, grids
   and errors: whole parses with these fast paths on and off are identical.
 * Pixel-centre coordinates are bit-identical to rioxarray's.
+* The result caches (georeferences by the bytes of their tags, coordinate arrays by
+  georeference and shape, attributes by their tag texts; ``tiff/caches.py``) give the
+  same stores as parses with them off, hand every parse its own attribute dictionaries,
+  and never reuse a result reached with a warning.
+* Groups and copied arrays built without VirtualiZarr's constructors equal constructed
+  ones; the unreadable-tag check by entry count agrees with decoding every entry.
 """
 
 from __future__ import annotations
@@ -25,16 +31,26 @@ import pytest
 import tifffile
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
-from virtualizarr.manifests import ManifestArray, ManifestGroup
+from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
 from tests.test_zarr_metadata import assert_equals_fresh_validation
 from virtualizarr_fill import zarr_metadata
+from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.io import StoreFile
-from virtualizarr_fill.tiff import TIFFParser, arrays, geo, segments
+from virtualizarr_fill.tiff import (
+    TIFFParser,
+    arrays,
+    caches,
+    codecs_map,
+    geo,
+    segments,
+    tags,
+)
+from virtualizarr_fill.tiff import metadata as tiff_metadata
 from virtualizarr_fill.tiff.arrays import CHUNK_KEY_ENCODING, array_metadata, inlined_array
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
@@ -284,6 +300,7 @@ def test_fast_paths_change_no_parse(
     # The general paths: tifffile's GeoKey decoding, NumPy checks of every segment list.
     monkeypatch.setattr(geo, "_plain_geokeys", lambda page: None)
     monkeypatch.setattr(segments, "_FEW_SEGMENTS", -1)
+    monkeypatch.setattr(tags, "_ifd_tag_count", lambda page: None)
     # Metadata copied through dataclasses.replace, as with a zarr whose ArrayV3Metadata
     # holds more state than its fields.
     monkeypatch.setattr(zarr_metadata, "COPY_BY_FIELDS", False)
@@ -408,3 +425,188 @@ def test_pixel_centres_are_bit_identical_to_rioxarrays() -> None:
         expected = spatial_utils.affine_to_coords(affine.Affine(*transform), width, height)
         assert x.tobytes() == np.asarray(expected["x"], dtype=np.float64).tobytes()
         assert y.tobytes() == np.asarray(expected["y"], dtype=np.float64).tobytes()
+
+
+# -- result caches (georeferences, coordinate arrays, attributes) and direct construction --
+
+
+def test_result_caches_change_no_parse(
+    tiff_files: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parses with the result caches on (filled by every other file, twice over) equal
+    parses that derive every georeference, coordinate array and attribute afresh."""
+    arrays.clear_caches()
+    list(_records(tiff_files, tree=True))  # every file's results cached
+    cached = dict(_records(tiff_files[::-1], tree=True))
+    first_image = dict(_records(tiff_files))
+    assert len(geo._georeferences) > 10 and len(arrays._kept) > 10
+    monkeypatch.setattr(caches, "ENABLED", False)
+    arrays.clear_caches()
+    fresh = dict(_records(tiff_files, tree=True))
+    fresh_first_image = dict(_records(tiff_files))
+    assert not geo._georeferences and not arrays._kept and not tiff_metadata._known
+    for path in tiff_files:
+        assert cached[path] == fresh[path], path
+        assert first_image[path] == fresh_first_image[path], path
+
+
+def test_cached_results_are_not_shared_between_parses(tiff_files: list[Path]) -> None:
+    """Changing one parse's attributes (nested lists included) changes no other parse."""
+    path = next(p for p in tiff_files if p.name == "cog.tif")
+    arrays.clear_caches()
+    first = _parse(path, tree=True)
+    for group in first.groups.values():
+        for array in group.arrays.values():
+            for value in array.metadata.attributes.values():
+                if isinstance(value, list):
+                    value.append("changed")
+            array.metadata.attributes["added"] = True
+    assert _group_record(_parse(path, tree=True)) == _parse_record_fresh(path)
+
+
+def _parse_record_fresh(path: Path) -> Any:
+    arrays.clear_caches()
+    return _parse_record(path, tree=True)
+
+
+def test_fill_warnings_are_issued_for_every_file(tmp_path: Path) -> None:
+    """Attributes reached with a warning are never reused: each parse warns itself."""
+    path = tmp_path / "out_of_range.tif"
+    tifffile.imwrite(path, np.zeros((4, 4), "u1"), extratags=[(42113, "s", 0, "-10000", True)])
+    arrays.clear_caches()
+    url = "file://" + str(path)
+    for _ in range(2):
+        store, key = REGISTRY.resolve(url)
+        with pytest.warns(UserWarning, match="out_of_range.tif"):
+            TIFFParser(on_out_of_range="warn").parse(url, StoreFile(store, key))
+
+
+def test_unreadable_tag_check_by_count_agrees_with_decoding_the_entries(
+    corpus_dir: Path,
+) -> None:
+    """Where the IFD lists as many entries as tifffile kept tags, no essential tag is
+    missing (what decoding every entry code would find)."""
+    compared = 0
+    for path in sorted(p for p in corpus_dir.rglob("*") if p.suffix.lower() in TIFF_SUFFIXES):
+        for page in _pages(path):
+            if tags._ifd_tag_count(page) != len(page.tags):
+                continue
+            codes = tags._ifd_tag_codes(page)
+            assert all(code in page.tags for code in codes), (path, page.index)
+            compared += 1
+    assert compared > 100
+
+
+def test_shared_codec_instances_keep_exact_arguments_apart() -> None:
+    first = codecs_map._shared(ZstdCodec, level=1)
+    assert codecs_map._shared(ZstdCodec, level=1) is first
+    assert codecs_map._shared(ZstdCodec, level=2) is not first
+    assert first.to_dict() == ZstdCodec(level=1).to_dict()
+    packed = codecs_map._shared(TiffPackintsCodec, bitspersample=1, runlen=8)
+    assert codecs_map._shared(TiffPackintsCodec, bitspersample=True, runlen=8) is not packed
+    codec = codecs_map._shared(BytesCodec, endian="big")
+    zarr_metadata.clear_cache()
+    assert zarr_metadata._codec_key(codec) == zarr_metadata._codec_key(codec)
+    assert zarr_metadata._codec_key(codec) == zarr_metadata._codec_key(BytesCodec(endian="big"))
+
+
+def test_georeferences_from_cached_bytes_equal_decoded_ones(corpus_dir: Path) -> None:
+    """Every corpus page's georeference through the cache (filled by every other page)
+    equals the one decoded from its tags."""
+    geo.clear_cache()
+    pages = 0
+    for rounds in range(2):
+        for path in sorted(p for p in corpus_dir.rglob("*") if p.suffix.lower() in TIFF_SUFFIXES):
+            store, key = REGISTRY.resolve("file://" + str(path))
+            reader = StoreFile(store, key)
+            try:
+                tif = tifffile.TiffFile(reader)  # type: ignore[arg-type]
+            except Exception:
+                continue
+            with tif, warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for page in tif.pages:
+                    if not isinstance(page, tifffile.TiffPage):
+                        continue
+                    try:
+                        decoded = geo._decode_georeference(page)[0]
+                    except Exception:
+                        continue
+                    cached = geo.georeference(page, reader.cached_range)
+                    assert repr(cached) == repr(decoded), (path, page.index)
+                    pages += rounds
+    assert pages > 50
+
+
+def test_inherited_georeference_key_equals_a_fresh_key() -> None:
+    parent = geo.Georeference(
+        transform=(2.0, 0.0, 10.0, 0.0, -2.0, 20.0),
+        geokeys={"GTModelTypeGeoKey": 2, "GeogCitationGeoKey": "WGS 84", "x": [1.0, -0.0]},
+        tag_attributes={"ModelPixelScale": [2.0, 2.0, 0.0]},
+        crs_wkt="GEOGCRS[...]",
+    )
+    child = geo.inherited_georeference(parent, (100, 200), (50, 100))
+    fresh = geo.Georeference(
+        transform=child.transform,
+        geokeys=dict(parent.geokeys),
+        tag_attributes={},
+        crs_wkt=parent.crs_wkt,
+    )
+    assert child.content_key == fresh.content_key
+    assert child.content_key != parent.content_key
+
+
+def test_direct_groups_equal_validated_groups() -> None:
+    band = inlined_array(np.arange(1, 4, dtype=np.int64), ("band",))
+    attributes = {"tiff_ifd": [0, 1], "AREA_OR_POINT": "Area"}
+    ours = arrays.manifest_group(arrays={"band": band}, attributes=attributes)
+    theirs = ManifestGroup(arrays={"band": band}, attributes=attributes)
+    assert type(ours) is type(theirs)
+    assert vars(ours).keys() == vars(theirs).keys()
+    assert ours.metadata == theirs.metadata
+    assert ours.metadata.to_dict() == theirs.metadata.to_dict()
+    assert dict(ours) == dict(theirs)
+    attributes["added"] = 1  # the group keeps its own copy
+    assert "added" not in ours.metadata.attributes
+    nested = arrays.manifest_group(groups={"image": ours}, attributes={})
+    assert nested.metadata == ManifestGroup(groups={"image": ours}, attributes={}).metadata
+    assert nested.groups == {"image": ours}
+    with pytest.raises(ValueError, match="collide"):
+        arrays.manifest_group(arrays={"image": band}, groups={"image": ours}, attributes={})
+
+
+def test_copied_arrays_equal_validated_arrays() -> None:
+    original = inlined_array(
+        np.array(0, dtype=np.int64), (), attributes={"GeoTransform": "1 2", "a": [1.0]}
+    )
+    copy = arrays.copied_array(original)
+    validated = ManifestArray(metadata=copy.metadata, chunkmanifest=original.manifest)
+    assert type(copy) is type(validated)
+    assert vars(copy).keys() == vars(validated).keys()
+    assert copy.manifest is original.manifest
+    assert _array_record(copy) == _array_record(validated) == _array_record(original)
+    copy.metadata.attributes["a"].append(2.0)
+    assert original.metadata.attributes["a"] == [1.0]
+
+
+@pytest.mark.parametrize("lengths", [[10, 20, 30, 40], [10, 0, 30, 40]])
+def test_direct_manifests_equal_validated_manifests(lengths: list[int]) -> None:
+    paths = np.array(["/data/a.tif"] * 4, dtype=np.dtypes.StringDType()).reshape(1, 2, 2)
+    if 0 in lengths:
+        paths[0, 0, 1] = ""  # a sparse segment: what from_arrays requires of zero lengths
+    offsets = np.array([100, 200, 0 if 0 in lengths else 300, 400], dtype=np.uint64)
+    offsets = offsets.reshape(1, 2, 2)
+    sizes = np.array(lengths, dtype=np.uint64).reshape(1, 2, 2)
+    ours = arrays.segment_manifest(paths, offsets, sizes)
+    theirs = ChunkManifest.from_arrays(
+        paths=paths, offsets=offsets, lengths=sizes, validate_paths=False
+    )
+    assert type(ours) is type(theirs)
+    assert vars(ours).keys() == vars(theirs).keys()
+    assert ours.dict() == theirs.dict()
+    assert ours == theirs
+    if 0 in lengths:  # a zero length with a path is refused, as by from_arrays
+        bad = paths.copy()
+        bad[0, 0, 1] = "/data/a.tif"
+        with pytest.raises(ValueError):
+            arrays.segment_manifest(bad, offsets, sizes)

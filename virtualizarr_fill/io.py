@@ -171,6 +171,9 @@ class StoreFile(io.RawIOBase):
     def cached_range(self, start: int, length: int) -> bytes | None:
         """``length`` bytes from ``start`` if every block is already fetched, else None
         (never a request: for checks that are only worth the bytes already at hand)."""
+        resident = self._resident(start, length)
+        if resident is not None and len(resident) == length:
+            return bytes(resident)
         end = start + length
         if length <= 0 or end > self.size:
             return None

@@ -14,6 +14,7 @@ Both parsers build their arrays' metadata here.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from collections.abc import Hashable, Sequence
@@ -49,6 +50,7 @@ class _Uncacheable(Exception):
 
 
 _PLAIN_TYPES = frozenset({str, bytes, int, bool, type(None)})
+_NUMPY_VALUES = (np.generic, np.ndarray)
 
 
 def _exact(value: Any) -> Hashable:
@@ -60,7 +62,7 @@ def _exact(value: Any) -> Hashable:
         return (dict, tuple((_exact(k), _exact(v)) for k, v in value.items()))
     if kind is list or kind is tuple:
         return (kind, tuple(_exact(v) for v in value))
-    if isinstance(value, np.generic | np.ndarray):
+    if isinstance(value, _NUMPY_VALUES):
         if value.dtype.hasobject:
             raise _Uncacheable
         return (np.ndarray, value.dtype.str, value.shape, value.tobytes())
@@ -70,12 +72,37 @@ def _exact(value: Any) -> Hashable:
     raise _Uncacheable
 
 
+#: Raised by :func:`exact_key` for a value without an exact hashable form.
+Uncacheable = _Uncacheable
+
+
+def exact_key(value: Any) -> Hashable:
+    """A hashable form of a JSON-like ``value`` (dicts, lists, numbers, strings, NumPy
+    scalars and arrays) equal only for values that serialize identically; raises
+    :data:`Uncacheable` for anything else."""
+    return _exact(value)
+
+
 def _codec_key(codec: Any) -> Hashable:
     # The serialized form is what a reader rebuilds the codec from; the class guards
     # against two implementations sharing a name.
     if type(codec) is dict:
         return _exact(codec)
-    return (type(codec), _exact(codec.to_dict()))
+    known = _codec_keys.get(id(codec))
+    if known is not None and known[0] is codec:
+        return known[1]
+    key = (type(codec), _exact(codec.to_dict()))
+    if len(_codec_keys) >= _CODEC_KEYS_SIZE:
+        _codec_keys.clear()
+    # The entry holds the codec, so its id cannot pass to another object meanwhile.
+    _codec_keys[id(codec)] = (codec, key)
+    return key
+
+
+#: Keys of codec instances seen, by identity: parsers that reuse their (immutable) codec
+#: instances, as the TIFF parser does, skip serializing them for every array.
+_CODEC_KEYS_SIZE = 1024
+_codec_keys: dict[int, tuple[Any, Hashable]] = {}
 
 
 def _dtype_key(dtype: np.dtype) -> Hashable:
@@ -95,14 +122,15 @@ def _grid_key(chunk_grid: Any) -> Hashable:
 class _Recipe:
     """Constructor arguments of one ArrayV3Metadata, hashed and compared by their key."""
 
-    __slots__ = ("arguments", "key")
+    __slots__ = ("_hash", "arguments", "key")
 
     def __init__(self, key: Hashable, arguments: dict[str, Any]) -> None:
         self.key = key
         self.arguments = arguments
+        self._hash = hash(key)  # raises TypeError for an unhashable key
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Recipe) and self.key == other.key
@@ -181,17 +209,30 @@ def array_metadata(
             _exact(fill_value),
             tuple(_codec_key(codec) for codec in codecs),
             tuple(dimension_names),
-            _exact(chunk_key_encoding),
+            _encoding_key(chunk_key_encoding),
         )
-        hash(key)
+        recipe = _Recipe(key, arguments)
     except (_Uncacheable, TypeError):
         return ArrayV3Metadata(**arguments, attributes=attributes, storage_transformers=None)
-    return copy_with_attributes(_validated(_Recipe(key, arguments)), attributes)
+    return copy_with_attributes(_validated(recipe), attributes)
+
+
+_DEFAULT_ENCODING = copy.deepcopy(CHUNK_KEY_ENCODING)
+_DEFAULT_ENCODING_KEY = _exact(_DEFAULT_ENCODING)
+
+
+def _encoding_key(chunk_key_encoding: Any) -> Hashable:
+    # The default's key is known; ``==`` against a snapshot of its strings tells whether
+    # the module-level dict still holds them.
+    if chunk_key_encoding is CHUNK_KEY_ENCODING and chunk_key_encoding == _DEFAULT_ENCODING:
+        return _DEFAULT_ENCODING_KEY
+    return _exact(chunk_key_encoding)
 
 
 def clear_cache() -> None:
     """Forget every validated metadata (for tests and memory-bound processes)."""
     _validated.cache_clear()
+    _codec_keys.clear()
 
 
 __all__ = [
@@ -199,6 +240,8 @@ __all__ = [
     "TEMPLATE_CACHE_SIZE",
     "array_metadata",
     "clear_cache",
+    "Uncacheable",
     "copy_with_attributes",
+    "exact_key",
     "zarr_data_type",
 ]

@@ -205,6 +205,7 @@ def consolidate_tiff_fill(
     source: str,
     on_out_of_range: Literal["raise", "warn"] = "raise",
     band_items: Sequence[Mapping[str, Any]] = (),
+    warned: list[str] | None = None,
 ) -> FillDecision:
     """Consolidate a TIFF's fill information into a Zarr ``fill_value`` and CF attributes.
 
@@ -232,6 +233,9 @@ def consolidate_tiff_fill(
         ``_FillValue``, ``missing_value`` and ``NODATA`` (any case) are fill sources; the
         parser should not copy them onto the array's attributes itself, the decision's
         attributes already carry the consolidated values.
+    warned
+        When given, the message of every warning issued is appended to it (callers that
+        reuse decisions reuse only those issued without warnings).
 
     Returns
     -------
@@ -262,21 +266,16 @@ def consolidate_tiff_fill(
             )
             if on_out_of_range == "raise":
                 raise FillValueError(message) from exc
-            warnings.warn(
-                f"{message}; the value is ignored and masks nothing",
-                FillValueWarning,
-                stacklevel=2,
-            )
+            _warn(f"{message}; the value is ignored and masks nothing", warned)
             notes.append(f"{src.label} {src.raw!r} ignored: not representable as {dt}")
 
     winner = parsed[0] if parsed else None
     if winner is not None and any(not fill_values_equal(p.value, winner.value) for p in parsed):
         listing = ", ".join(f"{p.source.label} = {p.source.raw!r}" for p in parsed)
-        warnings.warn(
+        _warn(
             f"{source}: fill information disagrees ({listing}); using "
             f"{describe(winner.value)} from {winner.source.label} as fill_value and _FillValue",
-            FillValueWarning,
-            stacklevel=2,
+            warned,
         )
 
     out = dict(attributes)
@@ -309,11 +308,10 @@ def consolidate_tiff_fill(
         out.pop(MISSING_VALUE_ATTR, None)
         covered = winner is not None and fill_values_equal(missing.value, winner.value)
         if not covered and not np.isnan(missing.value):
-            warnings.warn(
+            _warn(
                 f"{source}: {missing.source.label} {missing.source.raw!r} cannot be stored as "
                 "a JSON attribute; values equal to it will not be masked",
-                FillValueWarning,
-                stacklevel=2,
+                warned,
             )
         notes.append(f"missing_value {describe(missing.value)} omitted (not a finite real)")
     else:
@@ -323,6 +321,13 @@ def consolidate_tiff_fill(
 
     _drop_redundant_prefixed(out, dt, winner.value if winner else None, missing_out, notes)
     return FillDecision(fill_value=fill_value, attributes=out, dtype=dt, notes=tuple(notes))
+
+
+def _warn(message: str, warned: list[str] | None) -> None:
+    # stacklevel 3: the warning names consolidate_tiff_fill's caller.
+    warnings.warn(message, FillValueWarning, stacklevel=3)
+    if warned is not None:
+        warned.append(message)
 
 
 @functools.lru_cache(maxsize=64)

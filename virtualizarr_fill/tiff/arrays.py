@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, cast
 
 import numpy as np
-from virtualizarr.manifests import ChunkManifest, ManifestArray
+from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 from zarr.codecs import BytesCodec
+from zarr.core.group import GroupMetadata
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
 from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill._vz_adapter import install as install_vz_adapter
+from virtualizarr_fill.tiff import caches
 from virtualizarr_fill.zarr_metadata import (
     CHUNK_KEY_ENCODING,
     TEMPLATE_CACHE_SIZE,
@@ -63,9 +67,179 @@ def manifest_array(array_metadata: ArrayV3Metadata, manifest: ChunkManifest) -> 
     return ManifestArray(metadata=array_metadata, chunkmanifest=manifest)
 
 
+_CONTAINERS = frozenset({dict, list})
+
+
+def _json_copy(value: Any) -> Any:
+    """A copy of the dicts and lists in a JSON-like value (scalars are immutable)."""
+    if type(value) is dict:
+        return {k: _json_copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
+    if type(value) is list:
+        return [_json_copy(v) if type(v) in _CONTAINERS else v for v in value]
+    return value
+
+
+def copied_array(array: ManifestArray) -> ManifestArray:
+    """A ManifestArray sharing ``array``'s manifest and validated metadata fields, with
+    its own copy of the attributes (so that changing one array's attributes leaves the
+    other's alone)."""
+    metadata = copy_with_attributes(array.metadata, _json_copy(array.metadata.attributes))
+    if not _ARRAY_STATE_IS_METADATA_AND_MANIFEST:
+        return ManifestArray(metadata=metadata, chunkmanifest=array.manifest)
+    # ``array`` passed ManifestArray's checks with the same manifest, grid and class;
+    # only the attributes differ, which the checks never read.
+    copy: ManifestArray = object.__new__(type(array))
+    copy._metadata = metadata
+    copy._manifest = array.manifest
+    return copy
+
+
+def segment_manifest(
+    paths: np.ndarray[Any, np.dtypes.StringDType],
+    offsets: np.ndarray[Any, np.dtype[np.uint64]],
+    lengths: np.ndarray[Any, np.dtype[np.uint64]],
+) -> ChunkManifest:
+    """``ChunkManifest.from_arrays(..., validate_paths=False)`` for chunk references of
+    one file: built directly when the arrays meet what ``from_arrays`` checks (string
+    paths, uint64 offsets and lengths, one shape, no zero length), which the common
+    case shows in a few attribute comparisons; otherwise through ``from_arrays``.
+    Adapts VirtualiZarr internals (used while a ChunkManifest's state is these arrays,
+    checked at import).
+    """
+    if (
+        _MANIFEST_STATE_IS_ARRAYS
+        and paths.dtype == _STRING_DTYPE
+        and offsets.dtype == _UINT64
+        and lengths.dtype == _UINT64
+        and paths.shape == offsets.shape == lengths.shape
+        and lengths.all()
+    ):
+        manifest: ChunkManifest = object.__new__(ChunkManifest)
+        manifest._paths = paths
+        manifest._offsets = offsets
+        manifest._lengths = lengths
+        manifest._inlined = {}
+        return manifest
+    return ChunkManifest.from_arrays(
+        paths=paths, offsets=offsets, lengths=lengths, validate_paths=False
+    )
+
+
+_UINT64 = np.dtype(np.uint64)
+
+
+# -- groups ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _empty_group_metadata() -> GroupMetadata:
+    return GroupMetadata(attributes={})
+
+
+def manifest_group(
+    *,
+    arrays: dict[str, ManifestArray] | None = None,
+    groups: dict[str, ManifestGroup] | None = None,
+    attributes: dict[str, Any],
+) -> ManifestGroup:
+    """``ManifestGroup(arrays=..., groups=..., attributes=...)`` without validating the
+    group metadata afresh for every group.
+
+    The invariants VirtualiZarr's constructor checks are checked here too (every array
+    a ManifestArray, no name both an array and a group, attribute names strings); the
+    Zarr v3 group metadata is a copy of one validated with no attributes, holding a copy
+    of ``attributes``, which is all ``GroupMetadata(attributes=...)`` would differ by.
+    Adapts VirtualiZarr and zarr internals: used only while both classes hold nothing
+    but the state this relies on (checked at import), else the constructor runs.
+    """
+    arrays = {} if arrays is None else arrays
+    groups = {} if groups is None else groups
+    if (
+        not _GROUP_STATE_IS_METADATA_AND_MEMBERS
+        or not all(isinstance(array, ManifestArray) for array in arrays.values())
+        or not all(type(name) is str for name in attributes)
+        or any(name in arrays for name in groups)
+    ):
+        return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
+    metadata: GroupMetadata = object.__new__(GroupMetadata)
+    metadata.__dict__.update(_empty_group_metadata().__dict__)
+    object.__setattr__(metadata, "attributes", dict(attributes))
+    object.__setattr__(metadata, "extra_fields", dict(metadata.extra_fields))
+    group: ManifestGroup = object.__new__(ManifestGroup)
+    group._metadata = metadata
+    group._members = {**arrays, **groups}
+    return group
+
+
+def _array_state_is_metadata_and_manifest() -> bool:
+    """Is a ManifestArray's whole state its metadata and manifest? (VirtualiZarr 2.x)"""
+    probe = ManifestArray(
+        metadata=_inlined_template(np.dtype("uint8"), 1),
+        chunkmanifest=_one_entry_manifest(b"\0", 1),
+    )
+    return set(vars(probe)) == {"_metadata", "_manifest"}
+
+
+def _manifest_state_is_arrays() -> bool:
+    """Is a ChunkManifest's whole state its paths, offsets, lengths and inlined chunks?"""
+    probe = ChunkManifest.from_arrays(
+        paths=cast("np.ndarray[Any, np.dtypes.StringDType]", np.array(["/a"], _STRING_DTYPE)),
+        offsets=np.zeros(1, dtype=np.uint64),
+        lengths=np.ones(1, dtype=np.uint64),
+        validate_paths=False,
+    )
+    return set(vars(probe)) == {"_paths", "_offsets", "_lengths", "_inlined"}
+
+
+def _group_state_is_metadata_and_members() -> bool:
+    """Is a ManifestGroup's whole state its GroupMetadata and members, and a
+    GroupMetadata's its dataclass fields? (VirtualiZarr 2.x, zarr 3.x)"""
+    group = ManifestGroup(arrays={}, attributes={"a": 1})
+    fields = {field.name for field in dataclasses.fields(GroupMetadata)}
+    return set(vars(group)) == {"_metadata", "_members"} and set(vars(group.metadata)) <= fields
+
+
+#: Sets of arrays kept by :func:`kept_arrays`.
+KEPT_ARRAYS_SIZE = 256
+_kept: OrderedDict[Hashable, dict[str, ManifestArray]] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def kept_arrays(
+    key: Hashable | None, build: Callable[[], dict[str, ManifestArray]]
+) -> dict[str, ManifestArray]:
+    """``build()``'s arrays, built once per ``key`` and copied afterwards.
+
+    ``key`` must determine everything ``build`` returns (None: build afresh). Each call
+    gets its own ManifestArrays and attribute dictionaries (:func:`copied_array`); the
+    immutable manifests and validated metadata fields are shared.
+    """
+    if key is None or not caches.ENABLED:
+        return build()
+    with _kept_lock:
+        known = _kept.get(key)
+        if known is not None:
+            _kept.move_to_end(key)
+    if known is None:
+        known = build()
+        with _kept_lock:
+            _kept[key] = known
+            if len(_kept) > KEPT_ARRAYS_SIZE:
+                _kept.popitem(last=False)
+    return {name: copied_array(array) for name, array in known.items()}
+
+
+@caches.register
+def _forget_kept_arrays() -> None:
+    with _kept_lock:
+        _kept.clear()
+
+
 def clear_caches() -> None:
-    """Forget every validated metadata (for tests and memory-bound processes)."""
+    """Forget every validated metadata and every cached result of the TIFF parser
+    (:mod:`.caches`), for tests and memory-bound processes."""
     zarr_metadata.clear_cache()
+    caches.clear_all()
     _inlined_template.cache_clear()
     _inlined_metadata.cache_clear()
     _shared_manifest.cache_clear()
@@ -155,13 +329,23 @@ def inlined_array(
     )
 
 
+# Adapts VirtualiZarr and zarr internals: retire if they gain cheap validated copies.
+_ARRAY_STATE_IS_METADATA_AND_MANIFEST = _array_state_is_metadata_and_manifest()
+_GROUP_STATE_IS_METADATA_AND_MEMBERS = _group_state_is_metadata_and_members()
+_MANIFEST_STATE_IS_ARRAYS = _manifest_state_is_arrays()
+
+
 __all__ = [
     "CHUNK_KEY_ENCODING",
     "SHARED_MANIFEST_BYTES",
     "TEMPLATE_CACHE_SIZE",
     "array_metadata",
     "clear_caches",
+    "copied_array",
     "inlined_array",
+    "kept_arrays",
     "manifest_array",
+    "manifest_group",
+    "segment_manifest",
     "zarr_data_type",
 ]

@@ -17,6 +17,7 @@ libtiff and tifffile, predictors and FillOrder are ignored with them.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,31 @@ _IMAGECODECS_CLASSES = {
     "imagecodecs_png": "Png",
     "imagecodecs_lerc": "Lerc",
 }
+
+
+_EXACT_ARGUMENT_TYPES = frozenset({str, int, bytes, bool, tuple, type(None)})
+
+
+def _shared(cls: Any, **arguments: Any) -> Any:
+    """``cls(**arguments)``, one instance per distinct class and arguments.
+
+    Codecs are immutable, and the files of an archive use the same few: sharing the
+    instances lets :mod:`virtualizarr_fill.zarr_metadata` recognise a codec it has seen
+    without serializing it again. Arguments are keyed with their types (``1`` and
+    ``True`` stay apart); other argument types get a new instance.
+    """
+    key = []
+    for name, value in arguments.items():
+        kind = type(value)
+        if kind not in _EXACT_ARGUMENT_TYPES:
+            return cls(**arguments)
+        key.append((name, kind, value))
+    return _shared_instance(cls, tuple(key))
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_instance(cls: Any, arguments: tuple[tuple[str, type, Any], ...]) -> Any:
+    return cls(**{name: value for name, _, value in arguments})
 
 
 def _imagecodecs_zarr() -> Any:
@@ -155,7 +181,7 @@ class CodecChain:
 
 def transpose_for(layout: SegmentLayout) -> list[BaseCodec[Any, Any]]:
     """``(band, y, x)`` to pixel-interleaved storage ``(y, x, band)``."""
-    return [TransposeCodec(order=(1, 2, 0))] if layout.pixel_interleaved else []
+    return [_shared(TransposeCodec, order=(1, 2, 0))] if layout.pixel_interleaved else []
 
 
 def jpeg_colorspaces(page: TiffPage) -> tuple[str | None, str | None]:
@@ -189,7 +215,8 @@ def _jpeg_codec(page: TiffPage, source: str) -> BaseCodec[Any, Any]:
     except UnsupportedFeatureError as error:
         raise UnsupportedFeatureError(f"{source}: {error}") from None
     tables = page.jpegtables
-    return _imagecodecs_zarr().Jpeg(
+    return _shared(
+        _imagecodecs_zarr().Jpeg,
         tables=bytes(tables) if tables else None,
         colorspace_jpeg=jpeg_space,
         colorspace_data=data_space,
@@ -204,12 +231,12 @@ def _lerc_codecs(page: TiffPage, source: str) -> tuple[BaseCodec[Any, Any], list
     if extra == 0:
         outer = []
     elif extra == 1:
-        outer = [Zlib()]
+        outer = [_shared(Zlib)]
     elif extra == 2:
-        outer = [ZstdCodec()]
+        outer = [_shared(ZstdCodec)]
     else:
         raise UnsupportedFeatureError(f"{source}: LERC with additional compression {extra}")
-    return _imagecodecs_zarr().Lerc(), outer
+    return _shared(_imagecodecs_zarr().Lerc), outer
 
 
 def compression_codecs(
@@ -221,29 +248,29 @@ def compression_codecs(
     if compression == NONE:
         return None, []
     if compression in (ADOBE_DEFLATE, DEFLATE):
-        return None, [Zlib()]
+        return None, [_shared(Zlib)]
     if compression == LZW:
-        return None, [module().Lzw()]
+        return None, [_shared(module().Lzw)]
     if compression == PACKBITS:
-        return None, [module().Packbits()]
+        return None, [_shared(module().Packbits)]
     if compression == LZMA:
-        return None, [module().Lzma()]
+        return None, [_shared(module().Lzma)]
     if compression in (ZSTD, ZSTD_OLD):
         level = page.tags.get(ZSTD_LEVEL_TAG)
-        return None, [ZstdCodec(level=int(level.value) if level is not None else 0)]
+        return None, [_shared(ZstdCodec, level=int(level.value) if level is not None else 0)]
     if compression in JPEG_FAMILY:
         return _jpeg_codec(page, source), []
     if compression == OJPEG:
         raise UnsupportedFeatureError(f"{source}: old-style JPEG (Compression=6)")
     if compression in (WEBP, WEBP_OLD):
         # WebP drops an all-opaque alpha channel; ask the decoder to restore it.
-        return module().Webp(hasalpha=True if int(page.samplesperpixel) == 4 else None), []
+        return _shared(module().Webp, hasalpha=True if int(page.samplesperpixel) == 4 else None), []
     if compression in JPEG2000:
-        return module().Jpeg2k(), []
+        return _shared(module().Jpeg2k), []
     if compression in JPEGXL:
-        return module().Jpegxl(), []
+        return _shared(module().Jpegxl), []
     if compression == PNG:
-        return module().Png(), []
+        return _shared(module().Png), []
     if compression == LERC:
         lerc, outer = _lerc_codecs(page, source)
         return lerc, outer
@@ -268,7 +295,7 @@ def predictor_codec(
             f"{source}: floating-point predictor (Predictor=3) on {dtype} samples"
         )
     axis = -2 if layout.pixel_interleaved else -1
-    return TiffPredictorCodec(predictor=predictor, axis=axis, endian=endian)
+    return _shared(TiffPredictorCodec, predictor=predictor, axis=axis, endian=endian)  # type: ignore[no-any-return]
 
 
 def is_image_compression(page: TiffPage) -> bool:
@@ -303,15 +330,17 @@ def codec_chain(
                 f"{source}: Predictor={page.predictor} on {packed_bits}-bit packed samples"
             )
         bands, _, cols = layout.chunk_shape
-        chain.array_bytes = TiffPackintsCodec(bitspersample=packed_bits, runlen=cols * bands)
+        chain.array_bytes = _shared(
+            TiffPackintsCodec, bitspersample=packed_bits, runlen=cols * bands
+        )
     else:
         predictor = predictor_codec(page, layout, dtype, endian, source)
         if predictor is not None:
             chain.array_array.append(predictor)
-        chain.array_bytes = BytesCodec(endian=endian if dtype.itemsize > 1 else None)
+        chain.array_bytes = _shared(BytesCodec, endian=endian if dtype.itemsize > 1 else None)
     chain.bytes_bytes = list(decompressors)
     if int(page.fillorder) == 2:
-        chain.bytes_bytes.append(TiffBitorderCodec())
+        chain.bytes_bytes.append(_shared(TiffBitorderCodec))
     return chain
 
 

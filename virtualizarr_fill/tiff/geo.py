@@ -17,10 +17,17 @@ from __future__ import annotations
 
 import enum
 import functools
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from virtualizarr_fill.tiff import caches
+from virtualizarr_fill.zarr_metadata import Uncacheable, exact_key
 
 if TYPE_CHECKING:
     from tifffile import TiffPage
@@ -52,6 +59,20 @@ class Georeference:
     @property
     def is_georeferenced(self) -> bool:
         return bool(self.geokeys) or self.transform is not None
+
+    @functools.cached_property
+    def content_key(self) -> tuple[Any, ...] | None:
+        """A hashable form equal only for georeferences that give the same coordinates
+        and attributes (None when a value has no such form)."""
+        try:
+            return (
+                None if self.transform is None else struct.pack("<6d", *self.transform),
+                exact_key(self.geokeys),
+                exact_key(self.tag_attributes),
+                self.crs_wkt,
+            )
+        except (Uncacheable, struct.error, TypeError):
+            return None
 
 
 def _json_value(value: Any) -> Any:
@@ -88,6 +109,10 @@ def geokeys_of(page: TiffPage) -> dict[str, Any]:
     fast = _plain_geokeys(page)
     if fast is not None:
         return fast
+    return _tifffile_geokeys(page)
+
+
+def _tifffile_geokeys(page: TiffPage) -> dict[str, Any]:
     keys = page.geotiff_tags or {}
     return {name: _json_value(v) for name, v in keys.items() if name not in _SKIPPED_GEOTIFF_TAGS}
 
@@ -253,9 +278,112 @@ def _crs_wkt(geokeys: dict[str, Any]) -> str | None:
     return None
 
 
-def georeference(page: TiffPage) -> Georeference:
-    """Transform, GeoKeys and CRS of one IFD."""
-    geokeys = geokeys_of(page)
+CachedRange = Callable[[int, int], "bytes | None"]
+
+INTERGRAPH_MATRIX = 33920
+#: Every tag the georeference (or tifffile's GeoKey decoding) reads, besides tags a
+#: GeoKey may point at (only GeoDoubleParams and GeoAsciiParams on the cached path).
+_GEO_TAGS = (
+    GEO_KEY_DIRECTORY,
+    GEO_DOUBLE_PARAMS,
+    GEO_ASCII_PARAMS,
+    MODEL_PIXEL_SCALE,
+    MODEL_TIEPOINT,
+    MODEL_TRANSFORMATION,
+    INTERGRAPH_MATRIX,
+    _RPC_COEFFICIENTS,
+)
+#: Georeferences kept by the bytes of their tags.
+GEOREFERENCE_CACHE_SIZE = 256
+_georeferences: OrderedDict[Hashable, Georeference] = OrderedDict()
+_georeferences_lock = threading.Lock()
+
+
+@functools.cache
+def _field_sizes() -> dict[int, int]:
+    """Bytes per value of each TIFF field type, as tifffile sizes them."""
+    from tifffile import TIFF
+
+    return {int(code): struct.calcsize(fmt) for code, fmt in TIFF.DATA_FORMATS.items()}
+
+
+def _raw_tags_key(page: TiffPage, cached_range: CachedRange) -> Hashable | None:
+    """The geo tags as the file stores them (type, count and value bytes), or None when
+    a value is not in the bytes already read or the IFD repeats a tag code.
+
+    Two IFDs with the same key decode to the same georeference: tifffile derives every
+    value from these bytes and the byte order.
+    """
+    return raw_tags_key(page, _GEO_TAGS, cached_range)
+
+
+def raw_tags_key(
+    page: TiffPage, codes: tuple[int, ...], cached_range: CachedRange
+) -> Hashable | None:
+    """The tags ``codes`` of ``page`` as the file stores them (field type, count and value
+    bytes, None for an absent tag), with the file's byte order and entry layout; None
+    when a value is not in the bytes already read or the IFD repeats a tag code.
+
+    Two IFDs with the same key hold the same values for these tags: tifffile derives
+    each from these bytes.
+    """
+    tags = page.tags
+    if len(tags) != len(tags.keys()):  # repeated codes: leave them to tifffile
+        return None
+    sizes = _field_sizes()
+    tiff = page.parent.tiff
+    key: list[Any] = [tiff.byteorder, tiff.tagsize, tiff.is_ndpi]
+    for code in codes:
+        tag = tags.get(code)
+        if tag is None:
+            key.append(None)
+            continue
+        size = sizes.get(tag.dtype)
+        offset = tag.valueoffset
+        if size is None or offset < 8:
+            return None
+        raw = cached_range(offset, tag.count * size)
+        if raw is None:
+            return None
+        key.append((int(tag.dtype), tag.count, raw))
+    return tuple(key)
+
+
+def georeference(page: TiffPage, cached_range: CachedRange | None = None) -> Georeference:
+    """Transform, GeoKeys and CRS of one IFD.
+
+    With ``cached_range`` (``StoreFile.cached_range`` of the file), georeferences are kept
+    by the bytes of their tags and shared between IFDs and files that store the same tags
+    (the files of one archive usually do): treat the result as read-only.
+    """
+    key = None if cached_range is None or not caches.ENABLED else _raw_tags_key(page, cached_range)
+    if key is not None:
+        with _georeferences_lock:
+            known = _georeferences.get(key)
+            if known is not None:
+                _georeferences.move_to_end(key)
+                return known
+    result, decoded_here = _decode_georeference(page)
+    if key is not None and decoded_here:
+        with _georeferences_lock:
+            _georeferences[key] = result
+            if len(_georeferences) > GEOREFERENCE_CACHE_SIZE:
+                _georeferences.popitem(last=False)
+    return result
+
+
+@caches.register
+def clear_cache() -> None:
+    """Forget the georeferences kept by :func:`georeference`."""
+    with _georeferences_lock:
+        _georeferences.clear()
+
+
+def _decode_georeference(page: TiffPage) -> tuple[Georeference, bool]:
+    """The georeference, and whether it was decoded from the geo tags alone (not by
+    tifffile's general GeoKey decoding, which may read other tags)."""
+    plain = _plain_geokeys(page) if GEO_KEY_DIRECTORY in page.tags else {}
+    geokeys = plain if plain is not None else _tifffile_geokeys(page)
     pixel_is_point = geokeys.get("GTRasterTypeGeoKey") == PIXEL_IS_POINT
     matrix = _float_list(page, MODEL_TRANSFORMATION)
     scale = _float_list(page, MODEL_PIXEL_SCALE)
@@ -272,7 +400,7 @@ def georeference(page: TiffPage) -> Georeference:
             result.tag_attributes[name] = values
     if geokeys:
         result.crs_wkt = _crs_wkt(geokeys)
-    return result
+    return result, plain is not None
 
 
 def pixel_centres(transform: Affine, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -309,16 +437,45 @@ def scaled_transform(
     return (a * x_ratio, b * y_ratio, c, d * x_ratio, e * y_ratio, f)
 
 
+def inherited_georeference(
+    parent: Georeference, full_size: tuple[int, int], reduced_size: tuple[int, int]
+) -> Georeference:
+    """The georeference an overview or mask without geo tags takes from its full-resolution
+    image: the same GeoKeys and CRS, the transform scaled to its size (as GDAL does), and
+    none of the parent's tag attributes."""
+    transform = parent.transform
+    if transform is not None:
+        transform = scaled_transform(transform, full_size, reduced_size)
+    result = Georeference(
+        transform=transform, geokeys=parent.geokeys, tag_attributes={}, crs_wkt=parent.crs_wkt
+    )
+    parent_key = parent.content_key
+    if parent_key is not None:
+        # The parent's key with this transform and no tag attributes, without walking
+        # the shared GeoKeys again.
+        try:
+            own = None if transform is None else struct.pack("<6d", *transform)
+        except (struct.error, TypeError):
+            return result
+        result.__dict__["content_key"] = (own, parent_key[1], exact_key({}), parent_key[3])
+    return result
+
+
 def gdal_geotransform(transform: Affine) -> str:
     """GDAL's GeoTransform string ``"c a b f d e"`` (as rioxarray writes it)."""
     a, b, c, d, e, f = transform
     return " ".join(repr(float(v)) for v in (c, a, b, f, d, e))
 
 
+def _copied(value: Any) -> Any:
+    return list(value) if type(value) is list else value
+
+
 def spatial_ref_attributes(geo: Georeference) -> dict[str, Any]:
-    """Attributes of the ``spatial_ref`` variable."""
-    attrs: dict[str, Any] = dict(geo.geokeys)
-    attrs.update(geo.tag_attributes)
+    """Attributes of the ``spatial_ref`` variable (lists copied: georeferences are shared)."""
+    attrs: dict[str, Any] = {name: _copied(value) for name, value in geo.geokeys.items()}
+    for name, value in geo.tag_attributes.items():
+        attrs[name] = _copied(value)
     if geo.crs_wkt is not None:
         attrs["crs_wkt"] = geo.crs_wkt
         attrs["spatial_ref"] = geo.crs_wkt
@@ -330,10 +487,13 @@ def spatial_ref_attributes(geo: Georeference) -> dict[str, Any]:
 __all__ = [
     "Affine",
     "Georeference",
+    "clear_cache",
     "gdal_geotransform",
     "geokeys_of",
     "georeference",
+    "inherited_georeference",
     "pixel_centres",
+    "raw_tags_key",
     "scaled_transform",
     "spatial_ref_attributes",
     "transform_from_tags",

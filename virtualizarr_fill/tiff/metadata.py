@@ -13,15 +13,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import threading
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from virtualizarr_fill.fill.tiff import GDAL_NODATA_ATTR, consolidate_tiff_fill
+from virtualizarr_fill.tiff import caches
+from virtualizarr_fill.tiff.geo import CachedRange, raw_tags_key
 
 if TYPE_CHECKING:
     from tifffile import TiffPage
@@ -164,6 +169,19 @@ class ArrayAttributes:
     fill: FillDecision
 
 
+#: Attributes kept by the texts and data type they come from.
+ATTRIBUTES_CACHE_SIZE = 256
+_known: OrderedDict[Hashable, ArrayAttributes] = OrderedDict()
+_known_lock = threading.Lock()
+
+
+@caches.register
+def clear_cache() -> None:
+    """Forget the attributes kept by :func:`array_attributes`."""
+    with _known_lock:
+        _known.clear()
+
+
 def array_attributes(
     page: TiffPage,
     dtype: np.dtype,
@@ -171,16 +189,102 @@ def array_attributes(
     source: str,
     *,
     on_out_of_range: Literal["raise", "warn"],
+    cached_range: CachedRange | None = None,
 ) -> ArrayAttributes:
-    """Attributes of ``band_data`` from GDAL_METADATA and GDAL_NODATA, fill consolidated."""
-    metadata = parse_gdal_metadata(_tag_text(page, GDAL_METADATA_TAG))
-    raw: dict[str, Any] = dict(metadata.dataset)
+    """Attributes of ``band_data`` from GDAL_METADATA and GDAL_NODATA, fill consolidated.
+
+    The result depends on the two tag texts, the data type, the band count and
+    ``on_out_of_range`` alone; results reached without a warning are kept by these and
+    copied for later images (an archive's files repeat them). With ``cached_range``
+    (``StoreFile.cached_range``) the tags are recognised by their stored bytes, without
+    decoding the texts again.
+    """
+    plain = caches.ENABLED and dtype.fields is None and not dtype.metadata
+    raw_key = None
+    if plain and cached_range is not None:
+        raw = raw_tags_key(page, _TEXT_TAGS, cached_range)
+        raw_key = None if raw is None else ("raw", dtype.str, samples, raw, on_out_of_range)
+        known = _lookup(raw_key)
+        if known is not None:
+            return _copied(known)
+    metadata_text = _tag_text(page, GDAL_METADATA_TAG)
     nodata = _tag_text(page, GDAL_NODATA_TAG)
+    key = (dtype.str, samples, metadata_text, nodata, on_out_of_range) if plain else None
+    known = _lookup(key)
+    if known is not None:
+        if raw_key is not None:
+            _keep(raw_key, known)
+        return _copied(known)
+    warned: list[str] = []
+    result = _array_attributes(
+        metadata_text, nodata, dtype, samples, source, on_out_of_range, warned
+    )
+    if key is not None and not warned:
+        _keep(key, result)
+        if raw_key is not None:
+            _keep(raw_key, result)
+        return _copied(result)
+    return result
+
+
+_TEXT_TAGS = (GDAL_METADATA_TAG, GDAL_NODATA_TAG)
+
+
+def _lookup(key: Hashable | None) -> ArrayAttributes | None:
+    if key is None:
+        return None
+    with _known_lock:
+        known = _known.get(key)
+        if known is not None:
+            _known.move_to_end(key)
+    return known
+
+
+def _keep(key: Hashable, attributes: ArrayAttributes) -> None:
+    with _known_lock:
+        _known[key] = attributes
+        if len(_known) > ATTRIBUTES_CACHE_SIZE:
+            _known.popitem(last=False)
+
+
+_CONTAINERS = frozenset({dict, list})
+
+
+def _json_copy(value: Any) -> Any:
+    if type(value) is dict:
+        return {k: _json_copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
+    if type(value) is list:
+        return [_json_copy(v) if type(v) in _CONTAINERS else v for v in value]
+    return value
+
+
+def _copied(attributes: ArrayAttributes) -> ArrayAttributes:
+    """A copy whose dictionaries and lists the caller may change."""
+    fill = dataclasses.replace(attributes.fill, attributes=_json_copy(attributes.fill.attributes))
+    return ArrayAttributes(attributes=_json_copy(attributes.attributes), fill=fill)
+
+
+def _array_attributes(
+    metadata_text: str | None,
+    nodata: str | None,
+    dtype: np.dtype,
+    samples: int,
+    source: str,
+    on_out_of_range: Literal["raise", "warn"],
+    warned: list[str],
+) -> ArrayAttributes:
+    metadata = parse_gdal_metadata(metadata_text)
+    raw: dict[str, Any] = dict(metadata.dataset)
     if nodata is not None:
         raw[GDAL_NODATA_ATTR] = nodata
     band_items: list[Mapping[str, Any]] = [metadata.bands.get(b, {}) for b in range(samples)]
     decision = consolidate_tiff_fill(
-        raw, dtype, source=source, on_out_of_range=on_out_of_range, band_items=band_items
+        raw,
+        dtype,
+        source=source,
+        on_out_of_range=on_out_of_range,
+        band_items=band_items,
+        warned=warned,
     )
     attributes = {_safe_name(k): v for k, v in decision.attributes.items()}
     for name, value in _band_item_attributes(metadata, samples).items():
@@ -195,6 +299,7 @@ __all__ = [
     "ArrayAttributes",
     "GdalMetadata",
     "array_attributes",
+    "clear_cache",
     "parse_gdal_metadata",
     "scale_offset_attributes",
 ]

@@ -29,12 +29,10 @@ Every image array built is recorded with :func:`virtualizarr_fill.report.record_
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import struct
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,7 +52,13 @@ from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
 from virtualizarr_fill.tiff import codecs_map, geo, metadata, segments, tags
-from virtualizarr_fill.tiff.arrays import array_metadata, inlined_array, manifest_array
+from virtualizarr_fill.tiff.arrays import (
+    array_metadata,
+    inlined_array,
+    kept_arrays,
+    manifest_array,
+    manifest_group,
+)
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
@@ -175,22 +179,23 @@ class _QuietTifffile:
         self._lock = threading.Lock()
         self._depth = 0
         self._saved = False
+        self._logger = logging.getLogger("tifffile")
 
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        logger = logging.getLogger("tifffile")
+    def __call__(self) -> _QuietTifffile:
+        return self
+
+    def __enter__(self) -> None:
         with self._lock:
             if self._depth == 0:
-                self._saved = logger.disabled
-                logger.disabled = True
+                self._saved = self._logger.disabled
+                self._logger.disabled = True
             self._depth += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._depth -= 1
-                if self._depth == 0:
-                    logger.disabled = self._saved
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                self._logger.disabled = self._saved
 
 
 _quiet_tifffile = _QuietTifffile()
@@ -281,7 +286,12 @@ def _image_array(
         probe_last_strip=context.options.probe_last_strip,
     )
     attrs = metadata.array_attributes(
-        page, dtype, layout.samples, source, on_out_of_range=context.options.on_out_of_range
+        page,
+        dtype,
+        layout.samples,
+        source,
+        on_out_of_range=context.options.on_out_of_range,
+        cached_range=context.reader.cached_range,
     )
     band_metadata = array_metadata(
         shape=layout.shape,
@@ -341,7 +351,7 @@ def _image_group(
     )
     arrays = {DATA_VARIABLE: band_data, **_coordinate_arrays(georef, band_data.shape, context.url)}
     attributes = _group_attributes(georef, page.index if ifd is None else ifd)
-    return ManifestGroup(arrays=arrays, attributes=attributes)
+    return manifest_group(arrays=arrays, attributes=attributes)
 
 
 def _group_attributes(georef: geo.Georeference, ifd: Any) -> dict[str, Any]:
@@ -360,23 +370,22 @@ def _georeference(
 ) -> geo.Georeference:
     """The page's own georeference, or for an overview/mask without one, the parent's
     scaled to the page's size (as GDAL georeferences overviews)."""
-    own = geo.georeference(page)
-    if own.is_georeferenced or parent is None:
-        return own
+    cached_range = context.reader.cached_range if context is not None else None
+    own = geo.georeference(page, cached_range)
     known = context.parent_georeferences if context is not None else {}
+    if parent is None:
+        known[page.index] = own  # for the overviews and masks that follow
+        return own
+    if own.is_georeferenced:
+        return own
     key = parent.index
     if key not in known:
-        known[key] = geo.georeference(parent)
-    inherited = known[key]
-    transform = inherited.transform
-    if transform is not None:
-        transform = geo.scaled_transform(
-            transform,
-            (int(parent.imagelength), int(parent.imagewidth)),
-            (int(page.imagelength), int(page.imagewidth)),
-        )
-    # A new object: the parent's own group keeps its transform and tag attributes.
-    return dataclasses.replace(inherited, transform=transform, tag_attributes={})
+        known[key] = geo.georeference(parent, cached_range)
+    return geo.inherited_georeference(
+        known[key],
+        (int(parent.imagelength), int(parent.imagewidth)),
+        (int(page.imagelength), int(page.imagewidth)),
+    )
 
 
 def _grid_mapping_attributes(georef: geo.Georeference) -> dict[str, Any]:
@@ -389,16 +398,33 @@ def _grid_mapping_attributes(georef: geo.Georeference) -> dict[str, Any]:
 def _coordinate_arrays(
     georef: geo.Georeference, shape: tuple[int, ...], url: str
 ) -> dict[str, ManifestArray]:
-    """Inlined ``band``, ``x``, ``y`` and ``spatial_ref`` arrays for an image of ``shape``."""
+    """Inlined ``band``, ``x``, ``y`` and ``spatial_ref`` arrays for an image of ``shape``.
+
+    Files of one archive share their grid: the arrays are built once per georeference
+    and shape (see :func:`~virtualizarr_fill.tiff.arrays.kept_arrays`).
+    """
     bands, height, width = shape[-3:]
+    if georef.transform is not None and georef.axis_aligned:
+        _check_coordinate_length(height, width, url)
+    content = georef.content_key
+    key = None if content is None else ("coordinates", content, bands, height, width)
+    return kept_arrays(key, lambda: _build_coordinate_arrays(georef, bands, height, width))
+
+
+def _check_coordinate_length(height: int, width: int, url: str) -> None:
+    if max(height, width) > MAX_COORDINATE_LENGTH:
+        raise CorruptFileError(
+            f"{url}: image of {height}x{width} pixels; x/y coordinates are limited to "
+            f"{MAX_COORDINATE_LENGTH} values (a damaged ImageWidth or ImageLength?)"
+        )
+
+
+def _build_coordinate_arrays(
+    georef: geo.Georeference, bands: int, height: int, width: int
+) -> dict[str, ManifestArray]:
     arrays: dict[str, ManifestArray] = {}
     arrays["band"] = inlined_array(np.arange(1, bands + 1, dtype=np.int64), ("band",))
     if georef.transform is not None and georef.axis_aligned:
-        if max(height, width) > MAX_COORDINATE_LENGTH:
-            raise CorruptFileError(
-                f"{url}: image of {height}x{width} pixels; x/y coordinates are limited to "
-                f"{MAX_COORDINATE_LENGTH} values (a damaged ImageWidth or ImageLength?)"
-            )
         x, y = geo.pixel_centres(georef.transform, height, width)
         arrays["x"] = inlined_array(x, ("x",))
         arrays["y"] = inlined_array(y, ("y",))
@@ -431,7 +457,7 @@ def _tree_group(tif: TiffFile, context: _Context) -> ManifestGroup:
             parent=image.parent,
             report_name=f"{image.name}/{DATA_VARIABLE}",
         )
-    return ManifestGroup(groups=groups, attributes={})
+    return manifest_group(groups=groups, attributes={})
 
 
 def _named_images(tif: TiffFile) -> list[_NamedImage]:
@@ -505,7 +531,7 @@ def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
         **_coordinate_arrays(georef, band_data.shape, context.url),
     }
     arrays_out["page"] = inlined_array(np.arange(len(arrays), dtype=np.int64), ("page",))
-    return ManifestGroup(arrays=arrays_out, attributes=_group_attributes(georef, pages[0].index))
+    return manifest_group(arrays=arrays_out, attributes=_group_attributes(georef, pages[0].index))
 
 
 __all__ = ["DATA_VARIABLE", "SPATIAL_REF", "TIFFParser"]

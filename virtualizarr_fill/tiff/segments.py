@@ -32,6 +32,7 @@ tile size (no known GDAL or libtiff writer does this); they fail when read.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from virtualizarr_fill.codecs.tiff_packints import row_bytes
 from virtualizarr_fill.errors import CorruptFileError, UnsupportedFeatureError
 from virtualizarr_fill.grid import EdgeHandling, decide_edge_handling, insert_edge_codec
 from virtualizarr_fill.tiff import codecs_map
+from virtualizarr_fill.tiff.arrays import segment_manifest
 
 if TYPE_CHECKING:
     from tifffile import TiffPage
@@ -87,9 +89,7 @@ def chunk_manifest(
         paths[sparse] = ""
         offsets[sparse] = 0
         lengths[sparse] = 0
-    return ChunkManifest.from_arrays(
-        paths=paths, offsets=offsets, lengths=lengths, validate_paths=False
-    )
+    return segment_manifest(paths, offsets, lengths)
 
 
 _STRING_DTYPE = np.dtypes.StringDType()
@@ -108,6 +108,15 @@ def _sparse_and_beyond(
         and type(listed_lengths) is tuple
         and len(listed_offsets) <= _FEW_SEGMENTS
     ):
+        # The common case, decided in C: nothing sparse, every segment within the file.
+        if (
+            listed_offsets
+            and len(listed_offsets) == len(listed_lengths)
+            and 0 not in listed_offsets
+            and 0 not in listed_lengths
+            and max(map(operator.add, listed_offsets, listed_lengths)) <= file_size
+        ):
+            return None, None
         any_sparse = False
         for flat, (offset, length) in enumerate(zip(listed_offsets, listed_lengths, strict=True)):
             if not offset or not length:

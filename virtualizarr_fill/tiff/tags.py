@@ -180,9 +180,28 @@ def _ifd_tag_codes(page: TiffPage) -> list[int]:
     return codes[:: tiff.tagsize // 2].tolist()  # type: ignore[no-any-return]
 
 
+def _ifd_tag_count(page: TiffPage) -> int | None:
+    """The number of entries the page's IFD lists (None when it cannot be read)."""
+    tiff = page.parent.tiff
+    handle = page.parent.filehandle
+    position = handle.tell()
+    try:
+        handle.seek(page.offset)
+        head = handle.read(tiff.tagnosize)
+    finally:
+        handle.seek(position)
+    if len(head) != tiff.tagnosize:
+        return None
+    return int(struct.unpack(tiff.tagnoformat, head)[0])
+
+
 def check_unreadable_tags(page: TiffPage, source: str) -> None:
     """Refuse an IFD whose layout or codec tags tifffile could not read."""
     tags = page.tags
+    # tifffile keeps every entry it can decode and adds none: as many tags as entries
+    # means none was dropped, without decoding the entry codes.
+    if _ifd_tag_count(page) == len(tags):
+        return
     missing = [c for c in _ifd_tag_codes(page) if c in _ESSENTIAL_TAGS and c not in tags]
     if missing:
         code = missing[0]
@@ -207,24 +226,28 @@ def sample_type(page: TiffPage, source: str, *, image_codec: bool = False) -> Sa
     """
     check_unreadable_tags(page, source)
     check_sample_tags(page, source)
-    bits = _uniform(page.bitspersample, "BitsPerSample", source)
-    tag = page.tags.get(339)
-    sampleformat = (
-        _uniform(tag.value, "SampleFormat", source) if tag is not None else SAMPLEFORMAT_UINT
-    )
+    bits, sampleformat = _bits_and_format(page, source)
     kind = _KIND_OF_SAMPLEFORMAT.get(sampleformat)
     if kind == "u" and bits < 32 and bits not in _SUPPORTED_BITS["u"]:
         return SampleType(_packed_dtype(bits), bits, packed=not image_codec)
-    return SampleType(sample_dtype(page, source), bits, packed=False)
+    return SampleType(_dtype_of(bits, sampleformat, source), bits, packed=False)
 
 
 def sample_dtype(page: TiffPage, source: str) -> np.dtype:
     """Native NumPy data type from SampleFormat (339) and BitsPerSample (258)."""
+    return _dtype_of(*_bits_and_format(page, source), source)
+
+
+def _bits_and_format(page: TiffPage, source: str) -> tuple[int, int]:
     bits = _uniform(page.bitspersample, "BitsPerSample", source)
     tag = page.tags.get(339)
     sampleformat = (
         _uniform(tag.value, "SampleFormat", source) if tag is not None else SAMPLEFORMAT_UINT
     )
+    return bits, sampleformat
+
+
+def _dtype_of(bits: int, sampleformat: int, source: str) -> np.dtype:
     if sampleformat == SAMPLEFORMAT_COMPLEXINT:
         raise UnsupportedFeatureError(
             f"{source}: complex-integer samples (SampleFormat=5, {bits}-bit) have no Zarr data type"
