@@ -143,12 +143,38 @@ def test_every_hdf5_metadata_equals_a_fresh_validation(hdf5_files: list[Path]) -
 
 @pytest.mark.parametrize(
     "dtype",
-    [np.dtype([("r", "<f4"), ("i", "<f4")]), np.dtype("O"), np.dtypes.StringDType()],
-    ids=["record", "object", "vlen-string"],
+    [
+        np.dtype([("r", "<f4"), ("i", "<f4")]),
+        np.dtype("O"),
+        np.dtypes.StringDType(na_object=None),
+        np.dtypes.StringDType(coerce=False),
+    ],
+    ids=["record", "object", "vlen-string-with-na", "vlen-string-not-coercing"],
 )
 def test_data_types_without_an_exact_key_are_built_afresh(dtype: np.dtype) -> None:
     with pytest.raises(zarr_metadata._Uncacheable):
         zarr_metadata._dtype_key(dtype)
+
+
+def test_default_string_dtype_metadata_is_cached_and_equals_a_fresh_one() -> None:
+    zarr_metadata.clear_cache()
+    dtype = np.dtypes.StringDType()
+    common: dict[str, Any] = {
+        "shape": (3,),
+        "dtype": dtype,
+        "data_type": zarr_metadata.zarr_data_type(dtype),
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": (3,)}},
+        "codecs": [{"name": "vlen-utf8"}],
+        "fill_value": "",
+        "attributes": {},
+        "dimension_names": ("x",),
+    }
+    first = zarr_metadata.array_metadata(**common)
+    second = zarr_metadata.array_metadata(**{**common, "attributes": {"units": "m"}})
+    assert zarr_metadata._validated.cache_info().hits == 1
+    assert second.attributes == {"units": "m"} and first.attributes == {}
+    assert_equals_fresh_validation(first, "first")
+    assert_equals_fresh_validation(second, "second")
 
 
 def test_fill_values_that_compare_equal_get_their_own_metadata() -> None:

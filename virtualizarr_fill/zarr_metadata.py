@@ -107,12 +107,18 @@ _codec_keys: dict[int, tuple[Any, Hashable]] = {}
 
 def _dtype_key(dtype: np.dtype) -> Hashable:
     # ``dtype.str`` names plain types exactly (byte order, size, string length); records,
-    # objects, variable-length strings and dtypes carrying h5py metadata do not reduce
-    # to it, so their metadata is built afresh.
+    # objects, variable-length strings other than NumPy's default StringDType (the one
+    # the HDF5 parser materialises them into) and dtypes carrying h5py metadata do not
+    # reduce to it, so their metadata is built afresh.
     dtype = np.dtype(dtype)
+    if dtype == _DEFAULT_STRING_DTYPE:
+        return "StringDType()"
     if dtype.fields is not None or dtype.metadata or dtype.kind not in "biufcSUmM":
         raise _Uncacheable
     return dtype.str
+
+
+_DEFAULT_STRING_DTYPE = np.dtypes.StringDType()
 
 
 def _grid_key(chunk_grid: Any) -> Hashable:
