@@ -234,3 +234,55 @@ def test_fused_reads_do_not_use_the_async_get(
 
     monkeypatch.setattr(ManifestStore, "get", no_async_get)
     np.testing.assert_array_equal(array[...], _tiff_reference(path), strict=True)
+
+
+# --------------------------------------------------------------------------- local ranges
+
+
+def test_local_ranges_equal_obstores(tmp_path: Path) -> None:
+    """A few ranges of a local file are read with ``os.pread``: the same bytes as
+    obstore's, with and without a store prefix; more ranges, unusual names and ranges
+    past the end go to obstore (which reports the last in its own words)."""
+    import obstore
+
+    from virtualizarr_fill import _sync_store
+
+    data = bytes(range(256)) * 64
+    plain = tmp_path / "plain_name-1.bin"
+    odd = tmp_path / "odd name %.bin"
+    for path in (plain, odd):
+        path.write_bytes(data)
+    starts, ends = [0, 5, 1000, 16000], [3, 6, 4000, 16384]
+    expected = [data[a:b] for a, b in zip(starts, ends, strict=True)]
+    root, rooted = LocalStore(), LocalStore(prefix=tmp_path)
+    for store, key in [
+        (root, str(plain).lstrip("/")),
+        (rooted, plain.name),
+        (root, str(odd).lstrip("/")),
+        (rooted, odd.name),
+    ]:
+        got = _sync_store.get_ranges(store, key, starts, ends)
+        assert [bytes(g) for g in got] == expected
+        assert [bytes(g) for g in obstore.get_ranges(store, key, starts=starts, ends=ends)] == (
+            expected
+        )
+    assert _sync_store._local_path(rooted, plain.name) == str(plain)
+    assert _sync_store._local_path(rooted, odd.name) is None  # obstore encodes such names
+    many = list(range(0, 2 * _sync_store.LOCAL_RANGES))
+    got = _sync_store.get_ranges(rooted, plain.name, many, [s + 7 for s in many])
+    assert [bytes(g) for g in got] == [data[s : s + 7] for s in many]
+
+    def outcome(read: Any, start: int, end: int) -> Any:
+        try:
+            return [bytes(g) for g in read(rooted, plain.name, [start], [end])]
+        except Exception as error:
+            return type(error)
+
+    def theirs(store: Any, key: str, starts: list[int], ends: list[int]) -> Any:
+        return obstore.get_ranges(store, key, starts=starts, ends=ends)
+
+    for start, end in [(len(data) - 2, len(data) + 5), (len(data) + 3, len(data) + 9), (5, 5)]:
+        assert outcome(_sync_store.get_ranges, start, end) == outcome(theirs, start, end)
+    plain.unlink()
+    with pytest.raises(FileNotFoundError):
+        _sync_store.get_ranges(rooted, plain.name, [0], [3])

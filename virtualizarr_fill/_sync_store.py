@@ -22,16 +22,26 @@ for stores with a prefix); object paths are resolved once per file, not once per
 opened: on files with large attributes that is most of the time taken to open them. The
 metadata objects are immutable, so the encoded document is kept with the object (and
 dropped with it) and served from there by both ``get`` and ``get_sync``.
+
+Nodes are looked up in each group's own mapping (:func:`deepest_node`):
+``ManifestGroup.arrays`` builds a dict of every member at each access, which made
+opening each array of a group of thousands cost as much as all of them. And
+:func:`get_ranges` reads a few byte ranges of a local file with ``os.pread`` instead of
+obstore's ``LocalStore`` (whose every call is a hop to its runtime's threads).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import weakref
 from typing import Any, Literal
 from urllib.parse import urlparse
 
 import obstore
 from obspec_utils.registry import ObjectStoreRegistry
+from obstore.store import LocalStore
 from virtualizarr.manifests import ManifestGroup
 from virtualizarr.manifests import store as vz_store
 from virtualizarr.manifests.store import ManifestStore
@@ -76,17 +86,38 @@ def _zarr_json(metadata: Any) -> Buffer:
     return found
 
 
-def _metadata_node(group: ManifestGroup, key: str) -> Any:
+def _member(group: ManifestGroup, name: str) -> Any:
+    """``group``'s array or subgroup ``name``, or None.
+
+    Looked up in the group's own mapping: ``ManifestGroup.arrays`` and ``.groups`` build
+    a new dict of every member at each access, which made opening each of the arrays of
+    a group of thousands cost as much as all of them."""
+    return group.get(name) if name and "/" not in name else None
+
+
+# Retire when VirtualiZarr's ManifestGroup looks members up without building dicts.
+def deepest_node(group: ManifestGroup, key: str) -> tuple[Any, str]:
+    """VirtualiZarr's ``_get_deepest_group_or_array`` (the deepest group or array ``key``
+    leads to, and the rest of ``key``), without rebuilding member dicts (:func:`_member`)."""
+    node: Any = group
+    while True:
+        part, _, suffix = key.partition("/")
+        found = _member(node, part)
+        if found is None:
+            return node, suffix or part
+        if not isinstance(found, ManifestGroup):
+            return found, suffix
+        node, key = found, suffix
+
+
+def metadata_node(group: ManifestGroup, key: str) -> Any:
     """The group or array whose ``zarr.json`` is ``key``, or ``None`` if no node has that path."""
     node: Any = group
     for part in key.split("/")[:-1]:
         if not isinstance(node, ManifestGroup):
             return None  # a path below an array
-        if part in node.arrays:
-            node = node.arrays[part]
-        elif part in node.groups:
-            node = node.groups[part]
-        else:
+        node = _member(node, part)
+        if node is None:
             return None
     return node
 
@@ -104,6 +135,74 @@ def _resolve(registry: ObjectStoreRegistry, url: str) -> tuple[Any, str]:
     return found
 
 
+#: Most byte ranges of one read that :func:`get_ranges` reads from a local file itself;
+#: obstore coalesces more in one call.
+LOCAL_RANGES = 16
+
+# Object paths whose filesystem path cannot differ from the path itself (obstore
+# percent-encodes other characters).
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9._+,=@/-]+")
+
+# Per LocalStore prefix and object path, the object's filesystem path, or None where
+# it is not read directly (LocalStores are neither hashable nor weakly referable).
+_local_paths: dict[tuple[str | None, str], str | None] = {}
+
+
+def _local_path(store: Any, path: str) -> str | None:
+    """The file ``path`` names in the obstore ``LocalStore`` ``store``, when its size
+    checks out against obstore's own answer; None otherwise."""
+    prefix = store.prefix
+    key = (None if prefix is None else str(prefix), path)
+    if key in _local_paths:
+        return _local_paths[key]
+    found = None
+    if _PLAIN_PATH.fullmatch(path) and hasattr(os, "pread"):
+        candidate = os.path.join("/" if prefix is None else str(prefix), path)
+        with contextlib.suppress(Exception):
+            if os.stat(candidate).st_size == store.head(path)["size"]:
+                found = candidate
+    _local_paths[key] = found
+    return found
+
+
+# Retire when obstore's LocalStore reads a small range without a hop to other threads.
+def get_ranges(store: Any, path: str, starts: list[int], ends: list[int]) -> list[Any]:
+    """The byte ranges ``starts[i]:ends[i]`` of object ``path`` of ``store`` (obstore's
+    blocking ``get_ranges``).
+
+    obstore answers a ``LocalStore`` call on its runtime's worker threads, about 60 µs
+    even for one small range, the cost of reading most of a small array: a few ranges
+    of a local file are read here with ``os.pread`` (the same bytes). A range past the
+    end of the file goes to obstore, which reports it."""
+    if isinstance(store, LocalStore) and len(starts) <= LOCAL_RANGES:
+        local = _local_path(store, path)
+        got = _pread(local, starts, ends) if local is not None else None
+        if got is not None:
+            return got
+    return store.get_ranges(path, starts=starts, ends=ends)  # type: ignore[no-any-return]
+
+
+def _pread(local: str, starts: list[int], ends: list[int]) -> list[bytes] | None:
+    """The ranges of a local file; None if it cannot be opened, or a range is empty or
+    runs past the file's end (obstore then reads, or reports the problem its own way)."""
+    try:
+        descriptor = os.open(local, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        got = []
+        for start, end in zip(starts, ends, strict=True):
+            if end <= start:
+                return None
+            data = os.pread(descriptor, end - start, start)
+            if len(data) != end - start:
+                return None
+            got.append(data)
+        return got
+    finally:
+        os.close(descriptor)
+
+
 # Retire when VirtualiZarr's ManifestStore implements zarr's synchronous store surface.
 def get_sync(
     self: ManifestStore,
@@ -115,9 +214,9 @@ def get_sync(
     """Blocking twin of ``ManifestStore.get``."""
     prototype = prototype or default_buffer_prototype()
     if key.endswith("zarr.json"):
-        found = _metadata_node(self._group, key)
+        found = metadata_node(self._group, key)
         return None if found is None else _zarr_json(found.metadata)
-    node, suffix = vz_store._get_deepest_group_or_array(self._group, key)
+    node, suffix = deepest_node(self._group, key)
     if suffix.endswith(_V2_METADATA_KEYS):
         return None
     if isinstance(node, ManifestGroup):
@@ -163,7 +262,7 @@ async def get(
     """``ManifestStore.get``, with ``zarr.json`` documents encoded once and ``None`` for
     a ``zarr.json`` of a path that names no node."""
     if key.endswith("zarr.json"):
-        found = _metadata_node(self._group, key)
+        found = metadata_node(self._group, key)
         return None if found is None else _zarr_json(found.metadata)
     return await _upstream_get(self, key, prototype, byte_range)
 
@@ -179,4 +278,11 @@ def install() -> None:
     ManifestStore.delete_sync = _read_only  # type: ignore[attr-defined]
 
 
-__all__ = ["get_sync", "install"]
+__all__ = [
+    "LOCAL_RANGES",
+    "deepest_node",
+    "get_ranges",
+    "get_sync",
+    "install",
+    "metadata_node",
+]

@@ -24,9 +24,12 @@ without a synchronous implementation, non-CPU buffers - goes to zarr's
     zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})
 
 or :func:`use_manifest_pipeline` as a context manager (or the environment variable
-``ZARR_CODEC_PIPELINE__PATH``, which also reaches dask worker processes). What zarr
-itself does per chunk before it calls the pipeline (chunk keys, chunk specs, indexing)
-and per array (opening, metadata) is unchanged.
+``ZARR_CODEC_PIPELINE__PATH``, which also reaches dask worker processes). With it, what
+zarr itself does per chunk before it calls a pipeline (chunk keys, chunk specs,
+indexing) and per array opened (a trip to its event loop, parsing ``zarr.json``) is
+replaced for ManifestStores by :mod:`virtualizarr_fill._zarr_read_path`, which calls
+this module's planning, fetching and decoding directly; the pipeline itself is built
+once per codec list (:meth:`ManifestCodecPipeline.from_array_metadata_and_store`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import numpy as np
 import zarr
@@ -49,20 +52,21 @@ from virtualizarr.manifests.store import ManifestStore
 from zarr.abc.codec import ArrayBytesCodecPartialDecodeMixin, Codec, CodecPipeline, GetResult
 from zarr.codecs.bytes import BytesCodec
 from zarr.codecs.transpose import TransposeCodec
-from zarr.core.buffer import Buffer, NDBuffer
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
 from zarr.core.chunk_utils import ChunkTransform, fill_value_or_default
 from zarr.core.codec_pipeline import BatchedCodecPipeline, resolve_aa_specs
 from zarr.core.dtype.common import HasEndianness
+from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 from zarr.registry import register_pipeline
 from zarr.storage._common import StorePath
 
-from virtualizarr_fill._sync_store import _resolve
-from virtualizarr_fill.codecs.inflate import inflate, inflates_to_chunk
+from virtualizarr_fill._sync_store import _resolve, deepest_node, get_ranges
+from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteGetter, ByteSetter
-    from zarr.core.array_spec import ArraySpec
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
     from zarr.core.indexing import SelectorTuple
     from zarr.core.metadata.v3 import ChunkGridMetadata
@@ -85,6 +89,11 @@ THREADED_BYTES = 1 << 20
 FEW_CHUNKS = 16
 #: Stored bytes one worker-thread task fetches and decodes.
 PIECE_BYTES = 4 << 20
+
+
+#: Pipelines kept by :meth:`ManifestCodecPipeline.from_array_metadata_and_store`.
+PIPELINES_KEPT = 4096
+_pipelines: dict[int, tuple[Any, ArraySpec, ManifestCodecPipeline]] = {}
 
 
 @dataclass
@@ -139,6 +148,36 @@ class ManifestCodecPipeline(CodecPipeline):
     def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
         inner = BatchedCodecPipeline.from_codecs(codecs, batch_size=batch_size)
         return cls(inner=inner, transform=None)
+
+    @classmethod
+    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
+        """The pipeline zarr builds for an array it opens (``from_codecs``, then
+        ``evolve_from_array_spec`` with the same chunk spec), built once per codec list
+        and chunk spec: opening each of many arrays parsed from one file's metadata
+        would otherwise build the same pipeline again (a fifth of opening one)."""
+        if not isinstance(array_metadata, ArrayV3Metadata):
+            raise NotImplementedError  # zarr builds it
+        grid = array_metadata.chunk_grid
+        spec = ArraySpec(
+            shape=grid.chunk_shape
+            if isinstance(grid, RegularChunkGridMetadata)
+            else (1,) * len(array_metadata.shape),
+            dtype=array_metadata.data_type,
+            fill_value=array_metadata.fill_value,
+            config=ArrayConfig.from_dict({}),
+            prototype=default_buffer_prototype(),
+        )
+        codecs = array_metadata.codecs
+        found = _pipelines.get(id(codecs))
+        with contextlib.suppress(Exception):  # e.g. fill values that do not compare
+            if found is not None and found[0] is codecs and bool(found[1] == spec):
+                return cast("Self", found[2])
+        pipeline = cls.from_codecs(codecs).evolve_from_array_spec(spec)
+        if len(_pipelines) >= PIPELINES_KEPT:
+            _pipelines.clear()
+        # The codec list is kept with the entry, so its id names it while it is kept.
+        _pipelines[id(codecs)] = (codecs, spec, pipeline)
+        return pipeline
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
         inner = self.inner.evolve_from_array_spec(array_spec)
@@ -201,22 +240,7 @@ class ManifestCodecPipeline(CodecPipeline):
             return await self.inner.read(batch, out, drop_axes)
         store, plan = located
         target: Any = out.as_ndarray_like()
-        decode = self._decoder(drop_axes, target)
-        if plan.nbytes >= THREADED_BYTES:
-            # Fetch and decode in worker threads, a piece at a time, so reading one piece
-            # overlaps decoding another, the bytes in memory stay bounded and zarr's event
-            # loop (shared by every thread reading) is not held up.
-            loop = asyncio.get_running_loop()
-            pool = _pool()
-            await asyncio.gather(
-                *(
-                    loop.run_in_executor(pool, _fetch_and_decode, store, piece, batch, decode)
-                    for piece in _pieces(plan)
-                )
-            )
-        else:
-            chunks = await _fetch(store, plan, len(batch))
-            decode(batch, chunks, [i for i, data in enumerate(chunks) if data is not None])
+        await read_planned(store, plan, batch, self._decoder(drop_axes, target))
         for i in plan.missing:
             _, spec, _, out_selection, _ = batch[i]
             target[out_selection] = fill_value_or_default(spec)
@@ -229,12 +253,8 @@ class ManifestCodecPipeline(CodecPipeline):
         self, batch: Sequence[ChunkInfo], out: NDBuffer
     ) -> tuple[ManifestStore, _Plan] | None:
         """The chunks' places in the manifest, or None where this pipeline does not apply."""
-        if not batch or self.transform is None or not _KNOWS_VIRTUALIZARR:
-            return None
-        if self.inner.supports_partial_decode and isinstance(
-            self.inner.array_bytes_codec, ArrayBytesCodecPartialDecodeMixin
-        ):
-            return None  # sharding: the codec fetches inner chunks itself
+        if not batch or not self.reads_manifests:
+            return None  # e.g. sharding: the codec fetches inner chunks itself
         first = batch[0][0]
         if not isinstance(first, StorePath) or not isinstance(first.store, ManifestStore):
             return None
@@ -243,7 +263,7 @@ class ManifestCodecPipeline(CodecPipeline):
         store = first.store
         if not hasattr(store, "_group") or not hasattr(store, "_registry"):
             return None
-        node, suffix = vz_store._get_deepest_group_or_array(store._group, first.path)
+        node, suffix = deepest_node(store._group, first.path)
         if not isinstance(node, ManifestArray) or suffix.endswith("zarr.json"):
             return None
         manifest = node.manifest
@@ -262,17 +282,124 @@ class ManifestCodecPipeline(CodecPipeline):
             return store, _plan_few(node, manifest, keys)
         return store, _plan(manifest, _grid_indices(node, keys, manifest._paths.ndim))
 
+    @property
+    def reads_manifests(self) -> bool:
+        """Can this pipeline read chunks from a manifest itself (else zarr's pipeline does)?"""
+        if self.transform is None or not _KNOWS_VIRTUALIZARR:
+            return False
+        return not (
+            self.inner.supports_partial_decode
+            and isinstance(self.inner.array_bytes_codec, ArrayBytesCodecPartialDecodeMixin)
+        )
+
+    def block_decoder(
+        self, blocks: np.ndarray[Any, Any], spec: ArraySpec, short: dict[int, ArraySpec]
+    ) -> _Decode:
+        """A function decoding chunks with the codec chain into ``blocks[item]`` (one
+        whole chunk of shape ``spec.shape`` each; the chunks in ``short`` have their own,
+        smaller, spec and fill the start of theirs), for reads assembling many chunks."""
+        decode_chunk = self.chunk_decoder()
+
+        def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
+            for i in items:
+                own = short.get(i) if short else None
+                decoded = decode_chunk(chunks[i], own or spec)
+                if own is None:
+                    blocks[i] = decoded
+                else:
+                    blocks[i][tuple(slice(0, n) for n in own.shape)] = decoded
+
+        return decode
+
+    def chunk_decoder(self) -> Callable[[Any, ArraySpec], Any]:
+        """A function decoding one chunk's stored bytes with the codec chain (zarr's
+        ``ChunkTransform.decode_chunk``) into an array. Where a zlib stream decodes
+        straight into the ``bytes`` codec's input (:func:`_bytes_decoder`), it is
+        inflated by libdeflate (or zlib) before the rest of the chain runs as zarr's
+        would, in the same order."""
+        transform = self.transform
+        assert transform is not None  # reads_manifests checked
+        bb_codecs = self.inner.bytes_bytes_codecs
+        ab_codec = self.inner.array_bytes_codec
+        aa_codecs: tuple[Any, ...] = self.inner.array_array_codecs  # all synchronous
+        if type(ab_codec) is not BytesCodec or not any(
+            inflates_into_chunk(bb_codecs, k) for k in range(len(bb_codecs))
+        ):
+
+            def decode_with_zarr(data: Any, spec: ArraySpec) -> Any:
+                buffer = spec.prototype.buffer.from_bytes(data)
+                return transform.decode_chunk(buffer, spec).as_ndarray_like()
+
+            return decode_with_zarr
+        undo = _bytes_decoder(bb_codecs)
+
+        def decode(data: Any, spec: ArraySpec) -> Any:
+            aa_specs, ab_spec = resolve_aa_specs(aa_codecs, spec)
+            itemsize = ab_spec.dtype.to_native_dtype().itemsize
+            data = undo(data, ab_spec, math.prod(ab_spec.shape) * itemsize)
+            array = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
+            for codec, codec_spec in zip(reversed(aa_codecs), reversed(aa_specs), strict=True):
+                array = codec._decode_sync(array, codec_spec)
+            return array.as_ndarray_like()
+
+        return decode
+
+    def stored_bytes_decoder(
+        self,
+        parts: list[Any] | np.ndarray[Any, Any],
+        spec: ArraySpec,
+        short: dict[int, ArraySpec],
+    ) -> _Decode:
+        """For chunks stored as plain numbers (:attr:`raw`): a function putting each
+        chunk's bytes, bytes->bytes codecs undone (so in the ``bytes`` codec's byte order
+        and layout), at ``parts[item]`` (a list, or a row of a ``uint8`` array of one row
+        per chunk), every chunk of shape ``spec.shape``: the chunks in ``short`` have
+        their own, smaller, spec and are placed at the start of a chunk of that shape."""
+        raw, bb_codecs = self.raw, self.inner.bytes_bytes_codecs
+        assert raw is not None
+        undo = _bytes_decoder(bb_codecs)
+        into_list = isinstance(parts, list)
+        _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
+        stored_shape = ab_spec.shape
+
+        def undone(data: Any, ab_spec: ArraySpec) -> Any:
+            nbytes = math.prod(ab_spec.shape) * raw.view_dtype.itemsize
+            if bb_codecs:
+                data = undo(data, ab_spec, nbytes)
+            size = memoryview(data).nbytes
+            if size != nbytes:
+                raise ValueError(
+                    f"a chunk holds {size} bytes, its shape {ab_spec.shape} "
+                    f"of {raw.view_dtype} needs {nbytes}"
+                )
+            return data
+
+        def padded(data: Any, own: ArraySpec) -> Any:
+            _, own_ab = resolve_aa_specs(raw.aa_codecs, own)
+            array = np.frombuffer(undone(data, own_ab), dtype=raw.view_dtype)
+            whole = np.zeros(stored_shape, dtype=raw.view_dtype)
+            whole[tuple(slice(0, n) for n in own_ab.shape)] = array.reshape(own_ab.shape)
+            return whole.reshape(-1).view(np.uint8)
+
+        def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
+            for i in items:
+                own = short.get(i) if short else None
+                data = undone(chunks[i], ab_spec) if own is None else padded(chunks[i], own)
+                parts[i] = data if into_list else np.frombuffer(data, dtype=np.uint8)
+
+        return decode
+
     def _decoder(self, drop_axes: tuple[int, ...], target: Any) -> _Decode:
         """A function decoding some chunks of a batch into ``target``."""
         transform, raw, bb_codecs = self.transform, self.raw, self.inner.bytes_bytes_codecs
         assert transform is not None  # _locate checked
         if raw is None:
+            decode_chunk = self.chunk_decoder()
 
             def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
                 for i in items:
                     _, spec, chunk_selection, out_selection, _ = batch[i]
-                    raw_bytes = spec.prototype.buffer.from_bytes(chunks[i])
-                    array: Any = transform.decode_chunk(raw_bytes, spec).as_ndarray_like()
+                    array = decode_chunk(chunks[i], spec)
                     _scatter(array[chunk_selection], target, out_selection, drop_axes)
 
             return decode
@@ -288,13 +415,16 @@ class ManifestCodecPipeline(CodecPipeline):
                 found = shapes[spec.shape] = (ab_spec, ab_spec.shape)
             return found
 
+        undo = _bytes_decoder(bb_codecs)
+        itemsize = raw.view_dtype.itemsize
+
         def decode_raw(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
             for i in items:
                 _, spec, chunk_selection, out_selection, _ = batch[i]
                 ab_spec, shape = stored(spec)
                 data = chunks[i]
                 if bb_codecs:
-                    data = _decode_bytes(bb_codecs, data, ab_spec, shape, raw.view_dtype)
+                    data = undo(data, ab_spec, math.prod(shape) * itemsize)
                 array = np.frombuffer(data, dtype=raw.view_dtype).reshape(shape)
                 for order in raw.inverse_orders:
                     array = array.transpose(order)
@@ -310,26 +440,35 @@ def _decode_bytes(
     shape: tuple[int, ...],
     dtype: np.dtype[Any],
 ) -> Any:
-    """Undo the bytes->bytes codecs of one chunk (last codec first).
+    """Undo the bytes->bytes codecs of one chunk (last codec first); see :func:`_bytes_decoder`."""
+    return _bytes_decoder(bb_codecs)(data, ab_spec, math.prod(shape) * dtype.itemsize)
 
-    A zlib stream that decodes straight into the chunk's bytes (nothing but shuffles
-    after it) is inflated by libdeflate through imagecodecs, about twice as fast as
-    zlib: its size is known, which libdeflate needs, and inflating is deterministic, so
-    the bytes are the same. Anything libdeflate refuses goes to the codec itself."""
-    nbytes = math.prod(shape) * dtype.itemsize
-    buffer = None
-    for k in range(len(bb_codecs) - 1, -1, -1):
-        codec = bb_codecs[k]
-        if buffer is None and inflates_to_chunk(bb_codecs, k):
-            inflated = inflate(data, nbytes)
-            if inflated is not None:
-                data = inflated
-                continue
-        if buffer is None:
-            buffer = ab_spec.prototype.buffer.from_bytes(data)
-        buffer = codec._decode_sync(buffer, ab_spec)
-        data = None
-    return data if buffer is None else buffer.as_numpy_array()
+
+def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int], Any]:
+    """A function undoing ``bb_codecs`` for one chunk of ``nbytes`` decoded bytes.
+
+    A zlib stream that decodes into the chunk's bytes (nothing but shuffles or the
+    truncate codec after it) is inflated by :func:`~virtualizarr_fill.codecs.inflate.inflate`
+    (libdeflate, or zlib itself for small chunks): its size is bounded, which libdeflate
+    needs, and inflating is deterministic, so the bytes are the same. Anything it
+    refuses goes to the codec itself."""
+    inflating = frozenset(k for k in range(len(bb_codecs)) if inflates_into_chunk(bb_codecs, k))
+    last = len(bb_codecs) - 1
+
+    def decode(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
+        buffer = None
+        for k in range(last, -1, -1):
+            if buffer is None and k in inflating:
+                inflated = inflate(data, nbytes)
+                if inflated is not None:
+                    data = inflated
+                    continue
+            if buffer is None:
+                buffer = ab_spec.prototype.buffer.from_bytes(data)
+            buffer = bb_codecs[k]._decode_sync(buffer, ab_spec)
+        return data if buffer is None else buffer.as_numpy_array()
+
+    return decode
 
 
 def _scatter(
@@ -373,23 +512,37 @@ def _grid_indices(node: ManifestArray, keys: list[str], ndim: int) -> np.ndarray
 
 
 def _plan_few(node: ManifestArray, manifest: Any, keys: list[str]) -> _Plan:
-    """:func:`_plan` for a few chunks, entry by entry (numpy's per-call cost would
-    dominate)."""
+    """:func:`_plan` for a few chunks named by their keys."""
     encoding = node.metadata.chunk_key_encoding
     ndim = manifest._paths.ndim
-    plan = _Plan({}, {}, [], 0)
-    for item, key in enumerate(keys):
+    indices = []
+    for key in keys:
         index = encoding.decode_chunk_key(key) if ndim else ()
         if len(index) != ndim or encoding.encode_chunk_key(index) != key:
             raise ValueError(f"chunk key {key!r} does not name a chunk of a {ndim}-d grid")
-        data = manifest._inlined.get(index)
-        url = str(manifest._paths[index])
+        indices.append(tuple(index))
+    return plan_entries(manifest, indices)
+
+
+def plan_entries(manifest: Any, indices: Sequence[tuple[int, ...]]) -> _Plan:
+    """:func:`_plan` for a few chunks, entry by entry (numpy's per-call cost would
+    dominate)."""
+    plan = _Plan({}, {}, [], 0)
+    paths, offsets, lengths, inlined = (
+        manifest._paths,
+        manifest._offsets,
+        manifest._lengths,
+        manifest._inlined,
+    )
+    for item, index in enumerate(indices):
+        data = inlined.get(index) if inlined else None
+        url = str(paths[index])
         if data is not None:
             plan.inlined[item] = data
         elif url == "":
             plan.missing.append(item)
         else:
-            offset, length = int(manifest._offsets[index]), int(manifest._lengths[index])
+            offset, length = int(offsets[index]), int(lengths[index])
             items, starts, ends = plan.by_file.setdefault(url, ([], [], []))
             items.append(item)
             starts.append(offset)
@@ -426,6 +579,27 @@ def _plan(manifest: Any, indices: np.ndarray[Any, Any]) -> _Plan:
     return _Plan(by_file, inlined, missing, int(lengths[items].sum()))
 
 
+async def read_planned(
+    store: ManifestStore, plan: _Plan, batch: Sequence[ChunkInfo], decode: _Decode
+) -> None:
+    """Fetch the chunks ``plan`` locates and ``decode`` them (the missing ones are left)."""
+    if plan.nbytes >= THREADED_BYTES:
+        # Fetch and decode in worker threads, a piece at a time, so reading one piece
+        # overlaps decoding another, the bytes in memory stay bounded and zarr's event
+        # loop (shared by every thread reading) is not held up.
+        loop = asyncio.get_running_loop()
+        pool = _pool()
+        await asyncio.gather(
+            *(
+                loop.run_in_executor(pool, _fetch_and_decode, store, piece, batch, decode)
+                for piece in _pieces(plan)
+            )
+        )
+    else:
+        chunks = await _fetch(store, plan, len(batch))
+        decode(batch, chunks, [i for i, data in enumerate(chunks) if data is not None])
+
+
 async def _fetch(store: ManifestStore, plan: _Plan, count: int) -> list[Any]:
     """Every chunk's stored bytes (None where missing), one ``get_ranges`` per file."""
     chunks: list[Any] = [None] * count
@@ -437,7 +611,7 @@ async def _fetch(store: ManifestStore, plan: _Plan, count: int) -> list[Any]:
         if isinstance(obj_store, (LocalStore, MemoryStore)):
             # A small read of local memory or disk returns sooner than a hand-off to
             # obstore's async runtime and back would.
-            got = obj_store.get_ranges(path, starts=starts, ends=ends)
+            got = get_ranges(obj_store, path, starts, ends)
             for item, stored in zip(items, got, strict=True):
                 chunks[item] = stored
         else:
@@ -482,7 +656,7 @@ def _fetch_and_decode(
     chunks: dict[int, Any] = dict(piece.inlined)
     for url, (items, starts, ends) in piece.by_file.items():
         obj_store, path = _resolve(store._registry, url)
-        got = obj_store.get_ranges(path, starts=starts, ends=ends)
+        got = get_ranges(obj_store, path, starts, ends)
         chunks.update(zip(items, got, strict=True))
     decode(batch, chunks, list(chunks))
 
@@ -523,5 +697,11 @@ def use_manifest_pipeline() -> Iterator[None]:
 
 
 register_pipeline(ManifestCodecPipeline)
+
+# zarr's array read, for this pipeline's reads of ManifestStores (imported here, after
+# everything it uses from this module is defined).
+from virtualizarr_fill import _zarr_read_path  # noqa: E402
+
+_zarr_read_path.install()
 
 __all__ = ["PIPELINE_PATH", "ManifestCodecPipeline", "use_manifest_pipeline"]

@@ -1,0 +1,556 @@
+"""zarr's array read and group open for ManifestCodecPipeline reads of ManifestStores
+(``virtualizarr_fill._zarr_read_path``).
+
+Every value must equal h5py's / tifffile's bit for bit (and zarr's own read), through
+each way the module reads: chunk by chunk into the output, assembled from an array of
+whole chunks (joined stored bytes, copied stored bytes, chunks decoded by the codec
+chain), in the calling thread and on zarr's event loop, in worker threads, with missing,
+inlined and multi-file chunks, rectilinear grids and edge codecs. Reads it does not
+handle must go to zarr's own functions and behave exactly as there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+import zarr.api.asynchronous as zarr_async
+from obspec_utils.registry import ObjectStoreRegistry
+from obstore.store import LocalStore
+from virtualizarr.manifests import ManifestStore
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.errors import ChunkNotFoundError
+from zarr.storage import MemoryStore
+
+import virtualizarr_fill._zarr_read_path as read_path
+import virtualizarr_fill.read_pipeline as read_pipeline
+from tests._manifest_builders import (
+    concat_fixtures,
+    concatenate,
+    hdf5_manifest_array,
+    manifest_store,
+    native_hdf5,
+    native_tiff,
+    tiff_manifest_array,
+)
+from tests.test_tiff_readback import tifffile_reference
+from virtualizarr_fill import HDF5Parser, TIFFParser
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+import make_tiff_fixtures
+
+__all__ = ["concat_fixtures"]
+
+TIFF_FIXTURES = [
+    "strip_padded_planar_zstd",  # regular grid, truncate codec, planar
+    "strip_short_rgb_chunky_deflate",  # rectilinear grid (short last strip), transpose
+    "strip_short_planar_lzw",  # rectilinear, planar
+    "tiles_sparse_deflate",  # missing tiles
+    "tiles_planar_none",  # uncompressed: stored bytes viewed directly
+    "predictor2_tiles_padded_strip_be",  # big-endian, predictor codec
+    "strip_rps10_150rows_deflate",
+]
+
+#: Datasets of the generated HDF5 file: many small chunks take the assembled way.
+HDF5_NAMES = [
+    "tiny_raw",
+    "tiny_raw_be",
+    "tiny_zlib",
+    "tiny_shuffle_zlib",
+    "tiny_sparse_be",
+    "tiny_3d",
+    "large_chunks",
+    "scalar",
+    "compact",
+]
+
+
+@pytest.fixture
+def manifest_pipeline() -> Iterator[None]:
+    with read_pipeline.use_manifest_pipeline():
+        yield
+
+
+@pytest.fixture
+def only_this_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any read or open handed to zarr's own functions or pipeline."""
+
+    async def refuse_read(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("read handed to zarr's pipeline")
+
+    def refuse(name: str) -> Any:
+        def refused(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError(f"handed to zarr's {name}")
+
+        return refused
+
+    monkeypatch.setattr(BatchedCodecPipeline, "read", refuse_read)
+    monkeypatch.setattr(read_path, "_zarr_get_selection", refuse("_get_selection"))
+    monkeypatch.setattr(read_path, "_zarr_get_basic_selection", refuse("get_basic_selection"))
+    monkeypatch.setattr(
+        read_path, "_zarr_get_orthogonal_selection", refuse("get_orthogonal_selection")
+    )
+    monkeypatch.setattr(read_path, "_zarr_group_getitem", refuse("Group.__getitem__"))
+
+
+@pytest.fixture(scope="module")
+def hdf5_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("zarr_read_path") / "small_chunks.h5"
+    rng = np.random.default_rng(11)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("tiny_raw", data=rng.random((41, 31)).astype("<f4"), chunks=(2, 3))
+        f.create_dataset(
+            "tiny_raw_be", data=rng.integers(-(2**40), 2**40, (30, 20)).astype(">i8"), chunks=(1, 4)
+        )
+        f.create_dataset(
+            "tiny_zlib",
+            data=rng.integers(0, 50, (37, 23), dtype="<u2"),
+            chunks=(4, 4),
+            compression="gzip",
+        )
+        # Chunks inflating past a kilobyte go to libdeflate, smaller ones to zlib.
+        f.create_dataset(
+            "tiny_shuffle_zlib",
+            data=rng.integers(-3000, 3000, (90, 70), dtype="<i4"),
+            chunks=(16, 16),
+            compression="gzip",
+            shuffle=True,
+        )
+        sparse = f.create_dataset(
+            "tiny_sparse_be", shape=(20, 18), chunks=(3, 3), dtype=">f8", fillvalue=-2.5
+        )
+        sparse[:6, :9] = rng.random((6, 9))
+        sparse[12:, 15:] = rng.random((8, 3))
+        f.create_dataset(
+            "tiny_3d", data=rng.integers(0, 255, (6, 9, 10), dtype="u1"), chunks=(1, 2, 3)
+        )
+        f.create_dataset(
+            "large_chunks",
+            data=rng.random((300, 220)),
+            chunks=(100, 100),
+            compression="gzip",
+            shuffle=True,
+        )
+        f.create_dataset("scalar", data=np.float32(-1.25))
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)  # the bytes live in the object header: inlined
+        space = h5py.h5s.create_simple((4, 6))
+        h5py.h5d.create(f.id, b"compact", h5py.h5t.STD_I32BE, space, dcpl=dcpl)
+        f["compact"][...] = np.arange(24).reshape(4, 6) * 1000
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiff_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("zarr_read_path_tiff")
+    return make_tiff_fixtures.write_fixtures(directory, TIFF_FIXTURES)
+
+
+def _local(parser: Any, path: Path) -> ManifestStore:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store: ManifestStore = parser(
+            f"file://{path}", ObjectStoreRegistry({"file://": LocalStore()})
+        )
+    return store
+
+
+def _h5(path: Path, name: str) -> np.ndarray:
+    with h5py.File(path) as f:
+        value = np.asarray(f[name][()])
+    return value.astype(value.dtype.newbyteorder("="))
+
+
+def _tiff(path: Path) -> np.ndarray:
+    truth = make_tiff_fixtures.TRUTHS.get(path.stem)
+    return truth() if truth is not None else tifffile_reference(path)
+
+
+def _same(got: Any, expected: np.ndarray) -> None:
+    got = np.asarray(got)
+    assert got.dtype == expected.dtype.newbyteorder("=")
+    assert got.shape == expected.shape
+    assert got.tobytes() == np.ascontiguousarray(expected, dtype=got.dtype).tobytes()
+
+
+SELECTIONS: list[Any] = [
+    Ellipsis,
+    (slice(3, 19), slice(None)),
+    (slice(1, None), slice(2, 17)),  # starts inside a chunk
+    (7, slice(None)),  # integer indices drop axes
+    (slice(None), -1),
+    (-2, 5),
+    (slice(None, None, 3), slice(1, 16, 5)),  # steps: chunk by chunk
+    (slice(5, 5), slice(None)),  # empty
+]
+
+
+@pytest.mark.parametrize("name", HDF5_NAMES)
+def test_whole_arrays_equal_h5py(
+    manifest_pipeline: None, only_this_module: None, hdf5_file: Path, name: str
+) -> None:
+    store = _local(HDF5Parser(), hdf5_file)
+    _same(zarr.open_group(store, mode="r")[name][...], _h5(hdf5_file, name))
+
+
+@pytest.mark.parametrize("selection", SELECTIONS, ids=range(len(SELECTIONS)))
+@pytest.mark.parametrize("name", ["tiny_raw", "tiny_raw_be", "tiny_shuffle_zlib", "tiny_sparse_be"])
+def test_selections_equal_h5py(
+    manifest_pipeline: None, only_this_module: None, hdf5_file: Path, name: str, selection: Any
+) -> None:
+    array = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")[name]
+    _same(array[selection], _h5(hdf5_file, name)[selection])
+
+
+def test_three_dimensional_selections(
+    manifest_pipeline: None, only_this_module: None, hdf5_file: Path
+) -> None:
+    array = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")["tiny_3d"]
+    expected = _h5(hdf5_file, "tiny_3d")
+    for selection in [(Ellipsis, 4), (2, slice(3, 8), slice(None)), (slice(1, 5), 0, 9)]:
+        _same(array[selection], expected[selection])
+    rows = [0, 3, 8]
+    _same(array.oindex[[1, 4], rows, :], expected[[1, 4]][:, rows, :])
+    _same(array.oindex[:, 2:7, 1], expected[:, 2:7, 1])
+    points = (np.array([0, 5, 2]), np.array([8, 0, 4]), np.array([1, 9, 3]))
+    _same(array.vindex[points], expected[points])
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"JOIN_BYTES": 1},  # stored bytes copied into one array instead of joined
+        {"BLOCK_MIN_CHUNKS": 10**9},  # chunk by chunk into the output
+        {"BLOCK_CHUNK_BYTES": 10**9},  # large chunks assembled too
+    ],
+    ids=["copied", "chunk-by-chunk", "all-assembled"],
+)
+def test_each_way_reads_the_same(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    hdf5_file: Path,
+    setting: dict[str, int],
+) -> None:
+    for attribute, value in setting.items():
+        monkeypatch.setattr(read_path, attribute, value)
+    group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
+    for name in HDF5_NAMES:
+        _same(group[name][...], _h5(hdf5_file, name))
+        if name not in ("scalar", "compact"):
+            _same(group[name][1:, 2:], _h5(hdf5_file, name)[1:, 2:])
+
+
+@pytest.mark.parametrize("few", [0, 10**6], ids=["numpy-plan", "entry-plan"])
+def test_threaded_and_planned_both_ways(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    hdf5_file: Path,
+    few: int,
+) -> None:
+    """Worker threads read pieces (from the calling thread's read and from zarr's loop)."""
+    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1)
+    monkeypatch.setattr(read_pipeline, "PIECE_BYTES", 500)
+    monkeypatch.setattr(read_pipeline, "FEW_CHUNKS", few)
+    store = _local(HDF5Parser(), hdf5_file)
+    group = zarr.open_group(store, mode="r")
+    for name in HDF5_NAMES:
+        _same(group[name][...], _h5(hdf5_file, name))
+
+    async def read_async() -> list[Any]:
+        return [
+            await (await zarr_async.open_array(store=store, path=name, mode="r")).getitem(...)
+            for name in HDF5_NAMES
+        ]
+
+    for name, got in zip(HDF5_NAMES, asyncio.run(read_async()), strict=True):
+        _same(got, _h5(hdf5_file, name))
+
+
+def test_async_api_reads_on_the_event_loop(
+    manifest_pipeline: None, only_this_module: None, hdf5_file: Path
+) -> None:
+    """``AsyncArray`` reads go through the same selection, awaited on the loop."""
+    store = _local(HDF5Parser(), hdf5_file)
+
+    async def read() -> list[Any]:
+        got = []
+        for name in HDF5_NAMES:
+            array = await zarr_async.open_array(store=store, path=name, mode="r")
+            got.append(await array.getitem(...))
+            if array.ndim == 2:
+                got.append(await array.getitem((slice(2, None), 3)))
+        return got
+
+    got = iter(asyncio.run(read()))
+    for name in HDF5_NAMES:
+        expected = _h5(hdf5_file, name)
+        _same(next(got), expected)
+        if expected.ndim == 2:
+            _same(next(got), expected[2:, 3])
+
+
+@pytest.mark.parametrize("name", TIFF_FIXTURES)
+def test_tiff_fixtures_equal_tifffile(
+    manifest_pipeline: None, only_this_module: None, tiff_files: dict[str, Path], name: str
+) -> None:
+    path = tiff_files[name]
+    array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+    expected = _tiff(path)
+    np.testing.assert_array_equal(array[...], expected, strict=True)
+    selection = tuple(slice(1, None) for _ in range(expected.ndim))
+    np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_several_files_rectilinear_truncate_and_crop(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    concat_fixtures: dict[str, Path],
+    threaded: bool,
+) -> None:
+    if threaded:
+        monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1)
+        monkeypatch.setattr(read_pipeline, "PIECE_BYTES", 2000)
+
+    def read(marr: Any, selection: Any = Ellipsis) -> np.ndarray:
+        group = zarr.open_group(manifest_store({"a": marr}), mode="r")
+        return np.asarray(group["a"][selection])
+
+    strips = ["strip_short_zlib_0", "strip_padded_zlib_1", "strip_short_zlib_2"]
+    rectilinear = concatenate([tiff_manifest_array(concat_fixtures[n]) for n in strips])
+    expected = np.concatenate([native_tiff(concat_fixtures[n]) for n in strips])
+    np.testing.assert_array_equal(read(rectilinear), expected, strict=True)
+    np.testing.assert_array_equal(read(rectilinear, (slice(3, -2), 4)), expected[3:-2, 4])
+
+    tiles = [concat_fixtures[f"tiled_{k}"] for k in range(2)]
+    along_x = concatenate([tiff_manifest_array(p) for p in tiles], axis=1)
+    expected = np.concatenate([native_tiff(p) for p in tiles], axis=1)
+    np.testing.assert_array_equal(read(along_x), expected, strict=True)
+
+    paths = [concat_fixtures[f"chunked_gzip_{k}"] for k in range(3)]
+    result = concatenate([hdf5_manifest_array(p) for p in paths], axis=2)
+    expected = np.concatenate([native_hdf5(p) for p in paths], axis=2)
+    np.testing.assert_array_equal(read(result), expected, strict=True)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "rasterio+rasterio/RGB.byte.tif",  # 240 uncompressed strips, rectilinear
+        "image-rs+image-tiff/planar-rgb-u8.tif",
+    ],
+)
+def test_corpus_tiff(
+    manifest_pipeline: None, only_this_module: None, corpus_dir: Path, relative: str
+) -> None:
+    path = corpus_dir / relative
+    array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+    np.testing.assert_array_equal(array[...], tifffile_reference(path), strict=True)
+
+
+@pytest.mark.corpus
+def test_corpus_many_small_chunks(
+    manifest_pipeline: None, only_this_module: None, corpus_dir: Path
+) -> None:
+    """jhdf's chunked datasets: thousands of one-element chunks, raw and gzip."""
+    path = corpus_dir / "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/chunked_v4_datasets.hdf5"
+    group = zarr.open_group(_local(HDF5Parser(), path), mode="r")
+    with h5py.File(path) as f:
+        for name in ("btree_v2/large_int16", "filtered_extensible_array/large_int16"):
+            expected = f[name][()]
+            np.testing.assert_array_equal(group[name][...], expected, strict=True)
+
+
+# --------------------------------------------------------------------------- fallbacks
+
+
+def test_zarrs_pipelines_and_other_stores_use_zarrs_functions(
+    hdf5_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the manifest pipeline, or on another store, zarr's own functions read."""
+    calls: list[str] = []
+    original = read_path._zarr_get_selection
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append("zarr")
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(read_path, "_zarr_get_selection", counting)
+    store = _local(HDF5Parser(), hdf5_file)
+    group = zarr.open_group(store, mode="r")
+    _same(group["tiny_zlib"][...], _h5(hdf5_file, "tiny_zlib"))
+    assert calls == ["zarr"]
+
+    with read_pipeline.use_manifest_pipeline():
+        memory = zarr.create_array(MemoryStore(), shape=(30, 20), chunks=(3, 4), dtype="i2")
+        values = np.arange(600, dtype="i2").reshape(30, 20)
+        memory[...] = values
+        np.testing.assert_array_equal(memory[...], values)
+        np.testing.assert_array_equal(memory[2:9, 3], values[2:9, 3])
+    assert calls == ["zarr"] * 3
+
+
+def test_strict_missing_chunks_out_and_fields_go_to_zarr(
+    manifest_pipeline: None, hdf5_file: Path
+) -> None:
+    store = _local(HDF5Parser(), hdf5_file)
+    expected = _h5(hdf5_file, "tiny_sparse_be")
+    with zarr.config.set({"array.read_missing_chunks": False}):
+        strict = zarr.open_group(store, mode="r")["tiny_sparse_be"]
+        _same(strict[:6, :9], expected[:6, :9])
+        with pytest.raises(ChunkNotFoundError):
+            strict[...]
+    array = zarr.open_group(store, mode="r")["tiny_raw"]
+    out = default_buffer_prototype().nd_buffer.create(
+        shape=array.shape, dtype=np.dtype("<f4"), fill_value=0
+    )
+    array.get_basic_selection(Ellipsis, out=out)
+    _same(out.as_numpy_array(), _h5(hdf5_file, "tiny_raw"))
+
+
+def test_group_open_matches_zarrs(manifest_pipeline: None, hdf5_file: Path) -> None:
+    """Opening in the calling thread gives what zarr's own open gives, errors included."""
+    store = _local(HDF5Parser(), hdf5_file)
+    group = zarr.open_group(store, mode="r")
+    for name in HDF5_NAMES:
+        ours, zarrs = group[name], read_path._zarr_group_getitem(group, name)
+        assert ours.metadata == zarrs.metadata
+        assert ours.path == zarrs.path
+        assert dict(ours.attrs) == dict(zarrs.attrs)
+    with pytest.raises(KeyError):
+        group["no such array"]
+
+
+def test_uninstall_restores_zarr(hdf5_file: Path) -> None:
+    import zarr.core.array as zarr_array
+    from zarr.core.group import Group
+
+    read_path.uninstall()
+    try:
+        assert zarr_array._get_selection is read_path._zarr_get_selection
+        assert Group.__getitem__ is read_path._zarr_group_getitem
+        with read_pipeline.use_manifest_pipeline():
+            group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
+            _same(group["tiny_raw"][...], _h5(hdf5_file, "tiny_raw"))
+    finally:
+        read_path.install()
+    assert zarr_array._get_selection is read_path.get_selection
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def test_parsed_metadata_is_kept_but_each_open_owns_its_attributes(
+    manifest_pipeline: None, hdf5_file: Path
+) -> None:
+    """Opens parse each ``zarr.json`` once; every open equals zarr's own parse and may
+    change its attributes (as zarr's attribute updates do) without touching the next."""
+    import zarr.core.group as zarr_group
+
+    store = _local(HDF5Parser(), hdf5_file)
+    group = zarr.open_group(store, mode="r")
+    parses = []
+    original = read_path._zarr_read_metadata_v3
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        parses.append(args)
+        return await original(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(read_path, "_zarr_read_metadata_v3", counting)
+        first = group["tiny_zlib"]
+        first.metadata.attributes["changed"] = 1
+        second = group["tiny_zlib"]
+    assert len(parses) == 1
+    assert "changed" not in second.metadata.attributes
+    zarrs = asyncio.run(original(store, "tiny_zlib"))
+    assert second.metadata == zarrs
+    assert zarr_group._read_metadata_v3 is read_path.read_metadata_v3
+    _same(second[...], _h5(hdf5_file, "tiny_zlib"))
+
+
+def test_pipelines_built_once_per_codec_list(manifest_pipeline: None, hdf5_file: Path) -> None:
+    """Arrays opened from the same parsed metadata share one pipeline, equal to the one
+    zarr builds (same codecs, same chunk spec); a changed configuration builds anew."""
+    from zarr.core.array import create_codec_pipeline
+
+    group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
+    first, second = group["tiny_shuffle_zlib"], group["tiny_shuffle_zlib"]
+    pipeline = first.async_array.codec_pipeline
+    assert isinstance(pipeline, read_pipeline.ManifestCodecPipeline)
+    assert second.async_array.codec_pipeline is pipeline
+    # zarr's own construction (without a store: from_codecs, then the same chunk spec)
+    assert list(pipeline) == list(create_codec_pipeline(first.metadata))
+    with zarr.config.set({"array.order": "F"}):
+        third = group["tiny_shuffle_zlib"]
+    assert third.async_array.codec_pipeline is not pipeline
+    _same(third[...], _h5(hdf5_file, "tiny_shuffle_zlib"))
+
+
+def test_short_last_chunks_are_assembled(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tiff_files: dict[str, Path],
+) -> None:
+    """Rectilinear strips whose last strip is short take the assembled way too."""
+    layouts: list[Any] = []
+    original = read_path._block_layout
+
+    def recording(*args: Any) -> Any:
+        layout = original(*args)
+        layouts.append(layout)
+        return layout
+
+    monkeypatch.setattr(read_path, "_block_layout", recording)
+    monkeypatch.setattr(read_path, "BLOCK_MIN_CHUNKS", 2)
+    for name in ("strip_short_rgb_chunky_deflate", "strip_short_planar_lzw"):
+        path = tiff_files[name]
+        array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+        expected = _tiff(path)
+        np.testing.assert_array_equal(array[...], expected, strict=True)
+        np.testing.assert_array_equal(array[..., 1:, :-1], expected[..., 1:, :-1], strict=True)
+    assert any(layout is not None and layout[1] for layout in layouts)
+
+
+def test_zlib_under_the_truncate_codec_inflates_as_the_codecs_do() -> None:
+    """A zlib stream decoded before the truncate codec: libdeflate where it fits the
+    chunk, the codec where the padded stream is longer: the codecs' bytes either way."""
+    import zlib as zlib_module
+
+    from zarr.codecs.numcodecs import Zlib
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.dtype import parse_data_type
+
+    from virtualizarr_fill.codecs import TruncateCodec
+
+    spec = ArraySpec(
+        shape=(3, 700),
+        dtype=parse_data_type("<u2", zarr_format=3),
+        fill_value=0,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+    codecs = (TruncateCodec(), Zlib(level=5))
+    decode = read_pipeline._bytes_decoder(codecs)
+    values = np.arange(5 * 700, dtype="<u2").reshape(5, 700)
+    nbytes = 3 * 700 * 2
+    for stored in (values[:3].tobytes(), values.tobytes(), values[:1].tobytes()):
+        stream = zlib_module.compress(stored)
+        buffer = default_buffer_prototype().buffer.from_bytes(stream)
+        for codec in reversed(codecs):
+            buffer = codec._decode_sync(buffer, spec)
+        assert bytes(decode(stream, spec, nbytes)) == buffer.to_bytes()

@@ -1,0 +1,677 @@
+"""zarr's array reads and group opens for ManifestStores read with the manifest
+pipeline (:class:`~virtualizarr_fill.read_pipeline.ManifestCodecPipeline`), without
+zarr's per-chunk objects and event-loop trips.
+
+Before it calls the codec pipeline, zarr builds three objects for every chunk of a read:
+a chunk projection from the indexer, a ``StorePath`` for the chunk key (which the
+pipeline then parses back into grid indices) and, on rectilinear grids, an
+``ArraySpec``: 25-50 µs per chunk, most of the time taken to read an array of ten
+thousand small chunks. And every synchronous read or group member access is handed to
+zarr's event-loop thread and waited for (about 0.2 ms), and every open parses the
+member's ``zarr.json`` again (about 0.2 ms): most of reading a file of many small
+arrays. When the array's pipeline is a :class:`ManifestCodecPipeline` and its store a
+ManifestStore, this module
+
+1. projects the selection per dimension (zarr's own dimension indexers) and looks the
+   chunks' grid indices up in the manifest all at once (:func:`get_selection`);
+2. hands the pipeline's fetch and decode steps one lazily built chunk description per
+   chunk (one ``ArraySpec`` per distinct chunk shape);
+3. for a step-1 selection of many small chunks on a regular lattice (regular grids,
+   and rectilinear dimensions whose last chunk only is shorter), decodes every chunk
+   into one array of whole chunks and copies the selected part into the output at
+   once; chunks stored as plain numbers are joined and viewed as that array;
+4. runs ``Array`` reads (:func:`get_basic_selection`, :func:`get_orthogonal_selection`)
+   and ``Group`` member opens (:func:`group_getitem`) in the calling thread: they never
+   wait on anything there (local files are read directly, larger and remote reads in
+   worker threads), so zarr's event loop is not involved;
+5. parses each node's ``zarr.json`` once (:func:`read_metadata_v3`), giving every open
+   its own copy.
+
+The values are those of zarr's own read, bit for bit (tests/test_zarr_read_path.py).
+Every other read or open (other pipelines or stores, zarr format 2, structured-field or
+``out=`` reads, ``array.read_missing_chunks=False``, non-NumPy buffers) goes to zarr's
+own functions unchanged. Installed when :mod:`virtualizarr_fill.read_pipeline` is
+imported, for the zarr versions of ``ZARR_RANGE`` only.
+
+Retire when zarr's read path hands codec pipelines chunk grid indices instead of
+per-chunk store paths and specs, and reads stores that never wait without its event
+loop (or VirtualiZarr's ManifestStore reads whole batches itself).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import zarr
+import zarr.core.array as zarr_array
+import zarr.core.group as zarr_group
+from packaging.version import Version
+from virtualizarr.manifests import ManifestArray
+from virtualizarr.manifests.store import ManifestStore
+from zarr.core.array import AsyncArray
+from zarr.core.array_spec import ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.chunk_grids import FixedDimension
+from zarr.core.chunk_utils import fill_value_or_default
+from zarr.core.codec_pipeline import resolve_aa_specs
+from zarr.core.group import Group
+from zarr.core.indexing import BasicIndexer, IntDimIndexer, OrthogonalIndexer, SliceDimIndexer
+from zarr.storage._utils import _join_paths
+
+from virtualizarr_fill import read_pipeline
+from virtualizarr_fill._sync_store import deepest_node, metadata_node
+from virtualizarr_fill._vz_adapter import ZARR_RANGE
+from virtualizarr_fill.read_pipeline import (
+    PIPELINE_PATH,
+    ManifestCodecPipeline,
+    _fetch_and_decode,
+    _pieces,
+    _plan,
+    _pool,
+    plan_entries,
+    read_planned,
+)
+
+if TYPE_CHECKING:
+    from zarr.abc.codec import CodecPipeline
+    from zarr.core.array_spec import ArrayConfig
+    from zarr.core.buffer import BufferPrototype, NDArrayLikeOrScalar, NDBuffer
+    from zarr.core.chunk_grids import ChunkGrid
+    from zarr.core.indexing import ChunkDimProjection, Indexer
+    from zarr.core.metadata import ArrayMetadata
+    from zarr.storage._common import StorePath
+
+    from virtualizarr_fill.read_pipeline import _Plan
+
+#: Decoded chunk size up to which a read of many chunks is assembled from one array of
+#: whole chunks (one copy into the output for all of them); larger chunks are copied
+#: into the output one at a time, which saves that extra copy.
+BLOCK_CHUNK_BYTES = 64 << 10
+#: Fewest chunks in a read assembled from an array of whole chunks.
+BLOCK_MIN_CHUNKS = 16
+#: Decoded bytes up to which chunks stored as plain numbers are joined into one bytes
+#: object (one call, where copying each into an array costs microseconds per chunk); a
+#: larger read copies them, keeping its peak memory at twice the array.
+JOIN_BYTES = 64 << 20
+
+_zarr_get_selection = zarr_array._get_selection
+_zarr_get_basic_selection = zarr_array.Array.get_basic_selection
+_zarr_get_orthogonal_selection = zarr_array.Array.get_orthogonal_selection
+_zarr_group_getitem = Group.__getitem__
+_zarr_read_metadata_v3 = zarr_group._read_metadata_v3
+
+#: How a read fetches and decodes the chunks of a plan.
+_Run = Callable[[ManifestStore, "_Plan", Sequence[Any], Any], Awaitable[None]]
+
+
+class _Chunks(Sequence[tuple[None, ArraySpec, tuple[Any, ...], tuple[Any, ...], bool]]):
+    """The pipeline's chunk descriptions for the chunks of a basic selection, in zarr's
+    order (the product of the dimensions' projections), each built when asked for."""
+
+    def __init__(
+        self,
+        dims: list[list[ChunkDimProjection]],
+        specs: list[list[int]] | ArraySpec,
+        spec_of: Any,
+    ) -> None:
+        self._dims = dims
+        self._sizes = [len(d) for d in dims]
+        self._count = math.prod(self._sizes)
+        self._specs = specs
+        self._spec_of = spec_of
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, item: Any) -> Any:
+        if not isinstance(item, int):
+            raise TypeError("one chunk at a time")
+        if not 0 <= item < self._count:
+            raise IndexError(item)
+        picks = []
+        for size in reversed(self._sizes):
+            item, k = divmod(item, size)
+            picks.append(k)
+        picks.reverse()
+        projections = [dim[k] for dim, k in zip(self._dims, picks, strict=True)]
+        if isinstance(self._specs, ArraySpec):
+            spec = self._specs
+        else:
+            spec = self._spec_of(
+                tuple(sizes[k] for sizes, k in zip(self._specs, picks, strict=True))
+            )
+        return (
+            None,
+            spec,
+            tuple(p.dim_chunk_sel for p in projections),
+            tuple(p.dim_out_sel for p in projections if p.dim_out_sel is not None),
+            all(p.is_complete_chunk for p in projections),
+        )
+
+
+def _manifest_array(store_path: StorePath) -> ManifestArray | None:
+    store = store_path.store
+    if not isinstance(store, ManifestStore):
+        return None
+    if not hasattr(store, "_group") or not hasattr(store, "_registry"):
+        return None
+    node, suffix = deepest_node(store._group, store_path.path)
+    if not isinstance(node, ManifestArray) or suffix:
+        return None
+    manifest = node.manifest
+    if not all(hasattr(manifest, a) for a in ("_paths", "_offsets", "_lengths", "_inlined")):
+        return None  # a VirtualiZarr whose manifest layout this module does not know
+    return node
+
+
+def _applicable(
+    store_path: StorePath,
+    metadata: ArrayMetadata,
+    codec_pipeline: CodecPipeline,
+    config: ArrayConfig,
+    chunk_grid: ChunkGrid,
+    out: Any,
+    fields: Any,
+) -> ManifestArray | None:
+    """The ManifestArray a read reads, if this module reads it (else zarr does)."""
+    if (
+        isinstance(codec_pipeline, ManifestCodecPipeline)
+        and codec_pipeline.reads_manifests
+        and metadata.zarr_format == 3
+        and out is None
+        and not fields
+        and config.read_missing_chunks
+        and len(chunk_grid._dimensions) == len(metadata.shape)
+    ):
+        return _manifest_array(store_path)
+    return None
+
+
+async def get_selection(
+    store_path: StorePath,
+    metadata: ArrayMetadata,
+    codec_pipeline: CodecPipeline,
+    config: ArrayConfig,
+    chunk_grid: ChunkGrid,
+    indexer: Indexer,
+    *,
+    prototype: BufferPrototype,
+    out: NDBuffer | None = None,
+    fields: Any = None,
+) -> NDArrayLikeOrScalar:
+    """zarr's ``_get_selection``, reading ManifestStores through the manifest pipeline
+    without per-chunk store paths (see the module)."""
+    node = _applicable(store_path, metadata, codec_pipeline, config, chunk_grid, out, fields)
+    if node is not None:
+        assert isinstance(codec_pipeline, ManifestCodecPipeline)
+        selected = await _select(
+            store_path.store, node, metadata, codec_pipeline, config, chunk_grid, indexer,
+            prototype, read_planned,
+        )  # fmt: skip
+        if selected is not _NOT_NUMPY:
+            return selected
+    return await _zarr_get_selection(
+        store_path,
+        metadata,
+        codec_pipeline,
+        config,
+        chunk_grid,
+        indexer,
+        prototype=prototype,
+        out=out,
+        fields=fields,
+    )
+
+
+#: The answer of a read this module leaves to zarr (buffers that are not NumPy arrays).
+_NOT_NUMPY: Any = object()
+
+
+async def _select(
+    store: Any,
+    node: ManifestArray,
+    metadata: ArrayMetadata,
+    pipeline: ManifestCodecPipeline,
+    config: ArrayConfig,
+    chunk_grid: ChunkGrid,
+    indexer: Indexer,
+    prototype: BufferPrototype,
+    run: _Run,
+) -> Any:
+    """The selected values (what zarr's ``_get_selection`` returns), or :data:`_NOT_NUMPY`."""
+    out_buffer = prototype.nd_buffer.empty(
+        shape=indexer.shape, dtype=metadata.dtype.to_native_dtype(), order=config.order
+    )
+    target = out_buffer.as_ndarray_like()
+    if not isinstance(target, np.ndarray):
+        return _NOT_NUMPY
+    if target.size:
+        await _read(
+            store, node, metadata, pipeline, config, chunk_grid, indexer, prototype, target, run
+        )
+    if isinstance(indexer, BasicIndexer) and indexer.shape == ():
+        return out_buffer.as_scalar()
+    return target
+
+
+async def _read_blocking(
+    store: ManifestStore, plan: _Plan, batch: Sequence[Any], decode: Any
+) -> None:
+    """:func:`read_planned` without the event loop (it never suspends): the calling
+    thread reads a small read from one file itself, worker threads read the pieces of
+    a large one or the files of one spanning several."""
+    if plan.nbytes < read_pipeline.THREADED_BYTES and len(plan.by_file) <= 1:
+        _fetch_and_decode(store, plan, batch, decode)
+        return
+    pool = _pool()
+    waiting = [
+        pool.submit(_fetch_and_decode, store, piece, batch, decode) for piece in _pieces(plan)
+    ]
+    for future in waiting:
+        future.result()
+
+
+def _blocking_select(array: Any, indexer: Indexer, out: Any, fields: Any, prototype: Any) -> Any:
+    """What zarr's synchronous ``Array`` methods return for ``indexer``, read in the
+    calling thread when this module reads it (:data:`_NOT_NUMPY` otherwise): zarr's own
+    way hands the read to its event loop thread and waits, about 0.2 ms per read."""
+    async_array = array.async_array
+    node = _applicable(
+        async_array.store_path, async_array.metadata, async_array.codec_pipeline,
+        async_array.config, async_array._chunk_grid, out, fields,
+    )  # fmt: skip
+    if node is None:
+        return _NOT_NUMPY
+    coroutine = _select(
+        async_array.store_path.store, node, async_array.metadata, async_array.codec_pipeline,
+        async_array.config, async_array._chunk_grid, indexer,
+        prototype or default_buffer_prototype(), _read_blocking,
+    )  # fmt: skip
+    selected = _run_here(coroutine)
+    # Nothing here waits on a loop; should something, zarr reads it again its own way.
+    return _NOT_NUMPY if selected is _WAITS else selected
+
+
+def get_basic_selection(
+    self: Any,
+    selection: Any = Ellipsis,
+    *,
+    out: Any = None,
+    prototype: Any = None,
+    fields: Any = None,
+) -> Any:
+    """zarr's ``Array.get_basic_selection``, read in the calling thread where this
+    module reads it (:func:`_blocking_select`)."""
+    if _applicable_array(self, out, fields):
+        indexer = BasicIndexer(selection, self.shape, self._chunk_grid)
+        selected = _blocking_select(self, indexer, out, fields, prototype)
+        if selected is not _NOT_NUMPY:
+            return selected
+    return _zarr_get_basic_selection(self, selection, out=out, prototype=prototype, fields=fields)
+
+
+def get_orthogonal_selection(
+    self: Any,
+    selection: Any,
+    *,
+    out: Any = None,
+    fields: Any = None,
+    prototype: Any = None,
+) -> Any:
+    """zarr's ``Array.get_orthogonal_selection``, read in the calling thread where this
+    module reads it (:func:`_blocking_select`)."""
+    if _applicable_array(self, out, fields):
+        indexer = OrthogonalIndexer(selection, self.shape, self._chunk_grid)
+        selected = _blocking_select(self, indexer, out, fields, prototype)
+        if selected is not _NOT_NUMPY:
+            return selected
+    return _zarr_get_orthogonal_selection(
+        self, selection, out=out, fields=fields, prototype=prototype
+    )
+
+
+def group_getitem(self: Any, path: str) -> Any:
+    """zarr's ``Group.__getitem__``, opened in the calling thread for a group of a
+    ManifestStore read with the manifest pipeline.
+
+    zarr hands every open to its event loop thread and waits (about 0.2 ms, most of
+    opening one array of a file with a thousand); opening from a ManifestStore never
+    waits on anything (its ``zarr.json`` documents are in memory, see
+    :mod:`virtualizarr_fill._sync_store`), so the same coroutine runs to its end here.
+    Anything that would wait goes to zarr's own ``__getitem__``."""
+    async_group = self._async_group
+    if (
+        isinstance(async_group.store_path.store, ManifestStore)
+        and async_group.metadata.zarr_format == 3
+        and _reads_with_manifest_pipeline()
+    ):
+        opened = _run_here(async_group.getitem(path))
+        if opened is not _WAITS:
+            return zarr_array.Array(opened) if isinstance(opened, AsyncArray) else Group(opened)
+    return _zarr_group_getitem(self, path)
+
+
+#: :func:`_run_here`'s answer for a coroutine that would wait on an event loop.
+_WAITS: Any = object()
+
+
+def _run_here(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """``coroutine``'s result, run in the calling thread, or :data:`_WAITS` (and the
+    coroutine closed) when it would wait on an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    except RuntimeError as error:
+        if "no running event loop" not in str(error):
+            raise
+        return _WAITS
+    coroutine.close()
+    return _WAITS
+
+
+async def read_metadata_v3(store: Any, path: str) -> Any:
+    """zarr's ``_read_metadata_v3`` (the metadata object of the node at ``path``), for a
+    ManifestStore read with the manifest pipeline parsed once per node and path.
+
+    zarr parses a node's ``zarr.json`` into a metadata object at every open, about
+    0.2 ms, most of opening a small array. A ManifestStore's documents do not change
+    (:mod:`virtualizarr_fill._sync_store` encodes each once), so the first parse is
+    kept with the node's metadata and each open gets a copy of it whose attributes are
+    its own (zarr updates them in place), equal to a fresh parse."""
+    if isinstance(store, ManifestStore) and _reads_with_manifest_pipeline():
+        node = metadata_node(store._group, _join_paths([path, "zarr.json"]))
+        if node is not None:
+            parsed = _parsed_metadata(node.metadata)
+            found = parsed.get(path)
+            if found is None:
+                found = parsed[path] = await _zarr_read_metadata_v3(store, path)
+            fresh = copy.copy(found)
+            object.__setattr__(fresh, "attributes", copy.deepcopy(found.attributes))
+            return fresh
+    return await _zarr_read_metadata_v3(store, path)
+
+
+# The parsed metadata of each ManifestStore node (by path), by the id of the node's own
+# metadata object (hashing one costs a conversion to a dict), dropped with that object.
+_parsed: dict[int, dict[str, Any]] = {}
+
+
+def _parsed_metadata(metadata: Any) -> dict[str, Any]:
+    key = id(metadata)
+    found = _parsed.get(key)
+    if found is None:
+        found = _parsed[key] = {}
+        # The id may be reused once the object is gone: forget it with the object.
+        weakref.finalize(metadata, _parsed.pop, key, None)
+    return found
+
+
+def _reads_with_manifest_pipeline() -> bool:
+    return zarr.config.get("codec_pipeline.path", None) == PIPELINE_PATH
+
+
+def _applicable_array(array: Any, out: Any, fields: Any) -> bool:
+    """A cheap first test: the array reads with the manifest pipeline."""
+    return (
+        out is None
+        and not fields
+        and isinstance(array.async_array.codec_pipeline, ManifestCodecPipeline)
+    )
+
+
+async def _read(
+    store: ManifestStore,
+    node: ManifestArray,
+    metadata: ArrayMetadata,
+    pipeline: ManifestCodecPipeline,
+    config: ArrayConfig,
+    chunk_grid: ChunkGrid,
+    indexer: Indexer,
+    prototype: BufferPrototype,
+    target: np.ndarray[Any, Any],
+    run: _Run,
+) -> None:
+    specs: dict[tuple[int, ...], ArraySpec] = {}
+
+    def spec_of(shape: tuple[int, ...]) -> ArraySpec:
+        found = specs.get(shape)
+        if found is None:
+            found = specs[shape] = ArraySpec(
+                shape=shape,
+                dtype=metadata.dtype,
+                fill_value=metadata.fill_value,
+                config=config,
+                prototype=prototype,
+            )
+        return found
+
+    manifest: Any = node.manifest
+    ndim = len(metadata.shape)
+    batch: Sequence[Any]
+    if isinstance(indexer, BasicIndexer):
+        grids = chunk_grid._dimensions
+        ranges = _step_one_ranges(indexer)
+        if ranges is not None and math.prod(len(r) for r in ranges) >= BLOCK_MIN_CHUNKS:
+            layout = _block_layout(grids, ranges, spec_of)
+            if layout is not None and (
+                math.prod(layout[0].shape) * target.itemsize <= BLOCK_CHUNK_BYTES
+            ):
+                await _read_blocks(store, manifest, pipeline, layout, indexer, ranges, target, run)
+                return
+        dims = [list(d) for d in indexer.dim_indexers]
+        per_dim = [
+            [g.chunk_size(p.dim_chunk_ix) for p in dim] for g, dim in zip(grids, dims, strict=True)
+        ]
+        regular = all(isinstance(g, FixedDimension) for g in grids)
+        batch = _Chunks(dims, spec_of(chunk_grid.chunk_shape) if regular else per_dim, spec_of)
+        plan = _plan_product(manifest, [[p.dim_chunk_ix for p in d] for d in dims])
+        drop_axes: tuple[int, ...] = ()
+    else:
+        projections = list(indexer)
+        batch = [
+            (
+                None,
+                spec_of(
+                    tuple(
+                        g.chunk_size(i)
+                        for g, i in zip(chunk_grid._dimensions, p.chunk_coords, strict=True)
+                    )
+                ),
+                p.chunk_selection,
+                p.out_selection,
+                p.is_complete_chunk,
+            )
+            for p in projections
+        ]
+        coords = [tuple(p.chunk_coords) for p in projections]
+        if len(coords) <= read_pipeline.FEW_CHUNKS:
+            plan = plan_entries(manifest, coords)
+        else:
+            plan = _plan(manifest, np.array(coords, dtype=np.intp).reshape(len(coords), ndim))
+        drop_axes = indexer.drop_axes
+    await run(store, plan, batch, pipeline._decoder(drop_axes, target))
+    for i in plan.missing:
+        _, spec, _, out_selection, _ = batch[i]
+        target[out_selection] = fill_value_or_default(spec)
+
+
+def _plan_product(manifest: Any, indices: Sequence[Sequence[int]]) -> _Plan:
+    """Where the chunks of the product of per-dimension grid indices are (zarr's order)."""
+    count = math.prod(len(ix) for ix in indices)
+    if count <= read_pipeline.FEW_CHUNKS:
+        return plan_entries(manifest, list(itertools.product(*indices)))
+    if not indices:
+        return _plan(manifest, np.zeros((1, 0), dtype=np.intp))
+    ix = [np.asarray(i, dtype=np.intp) for i in indices]
+    return _plan(manifest, np.stack(np.meshgrid(*ix, indexing="ij"), axis=-1).reshape(-1, len(ix)))
+
+
+def _step_one_ranges(indexer: BasicIndexer) -> list[range] | None:
+    """The grid indices of the chunks a basic selection of step-1 slices and integers
+    reads, per dimension (every chunk in each range holds selected items); None for
+    other selections."""
+    ranges = []
+    for dim in indexer.dim_indexers:
+        grid = dim.dim_grid
+        if isinstance(dim, IntDimIndexer):
+            index = grid.index_to_chunk(dim.dim_sel)
+            ranges.append(range(index, index + 1))
+        elif isinstance(dim, SliceDimIndexer) and dim.step == 1 and dim.start < dim.stop:
+            first, last = grid.index_to_chunk(dim.start), grid.index_to_chunk(dim.stop - 1)
+            ranges.append(range(first, last + 1))
+        else:
+            return None
+    return ranges
+
+
+def _block_layout(
+    grids: Sequence[Any],
+    ranges: list[range],
+    spec_of: Callable[[tuple[int, ...]], ArraySpec],
+) -> tuple[ArraySpec, dict[int, ArraySpec]] | None:
+    """The spec of a whole chunk when the chunks of ``ranges`` lie on a regular lattice,
+    and the specs of the chunks that are shorter (by item, in their product's order).
+
+    Regular grids are such a lattice; so are rectilinear dimensions whose chunks all have
+    one size but the grid's last, which may be shorter (a TIFF's last strip, a file
+    concatenated last): that chunk fills the start of its place in the lattice. None for
+    other rectilinear grids."""
+    sizes = []
+    shorts: dict[int, int] = {}  # axis -> short size, for dimensions reading a short last chunk
+    for axis, (grid, indices) in enumerate(zip(grids, ranges, strict=True)):
+        if isinstance(grid, FixedDimension):
+            sizes.append(grid.size)
+            continue
+        edges = getattr(grid, "edges", None)
+        if not edges:
+            return None
+        size = edges[0]
+        if edges[-1] > size or any(edge != size for edge in edges[:-1]):
+            return None
+        sizes.append(size)
+        if edges[-1] < size and indices[-1] == len(edges) - 1:
+            shorts[axis] = edges[-1]
+    short: dict[int, ArraySpec] = {}
+    if shorts:
+        counts = [len(r) for r in ranges]
+        last = np.zeros(counts, dtype=bool)
+        for axis in shorts:
+            index: list[Any] = [slice(None)] * len(counts)
+            index[axis] = -1
+            last[tuple(index)] = True
+        for item in np.flatnonzero(last).tolist():
+            picks = np.unravel_index(item, counts)
+            short[item] = spec_of(
+                tuple(
+                    shorts[axis] if axis in shorts and int(pick) == counts[axis] - 1 else size
+                    for axis, (pick, size) in enumerate(zip(picks, sizes, strict=True))
+                )
+            )
+    return spec_of(tuple(sizes)), short
+
+
+async def _read_blocks(
+    store: ManifestStore,
+    manifest: Any,
+    pipeline: ManifestCodecPipeline,
+    layout: tuple[ArraySpec, dict[int, ArraySpec]],
+    indexer: BasicIndexer,
+    ranges: list[range],
+    target: np.ndarray[Any, Any],
+    run: _Run,
+) -> None:
+    """A step-1 basic selection of chunks on a lattice (:func:`_block_layout`): every
+    chunk decoded into one array of whole chunks (in the order of the product of
+    ``ranges``), its selected part copied into ``target`` at once. zarr's per-chunk
+    projections are not needed, nor built."""
+    spec, short = layout
+    chunk_shape = spec.shape
+    plan = _plan_product(manifest, ranges)
+    counts = [len(r) for r in ranges]
+    items: list[Any] = [None] * math.prod(counts)  # the decoders need only the count
+    if pipeline.raw is not None:
+        blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, run)
+    else:
+        blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
+        await run(store, plan, items, pipeline.block_decoder(blocks, spec, short))
+        if plan.missing:
+            blocks[plan.missing] = fill_value_or_default(spec)
+    ndim = len(chunk_shape)
+    whole = blocks.reshape(*counts, *chunk_shape)
+    whole = whole.transpose([k for d in range(ndim) for k in (d, ndim + d)])
+    whole = whole.reshape([n * c for n, c in zip(counts, chunk_shape, strict=True)])
+    selection = []
+    dropped = []
+    for axis, (dim_indexer, indices) in enumerate(zip(indexer.dim_indexers, ranges, strict=True)):
+        first = indices.start * chunk_shape[axis]
+        if isinstance(dim_indexer, IntDimIndexer):
+            start, stop = dim_indexer.dim_sel - first, dim_indexer.dim_sel - first + 1
+            dropped.append(axis)
+        else:
+            start, stop = dim_indexer.start - first, dim_indexer.stop - first
+        selection.append(slice(start, stop))
+    view = np.expand_dims(target, tuple(dropped)) if dropped else target
+    view[...] = whole[tuple(selection)]  # converts a stored byte order to the native one
+
+
+async def _stored_blocks(
+    store: ManifestStore,
+    pipeline: ManifestCodecPipeline,
+    plan: _Plan,
+    batch: list[Any],
+    spec: ArraySpec,
+    short: dict[int, ArraySpec],
+    run: _Run,
+) -> np.ndarray[Any, Any]:
+    """Whole chunks stored as plain numbers, as one array: each chunk's bytes with the
+    bytes->bytes codecs undone, joined (or copied, for large reads) and viewed as an
+    array of the ``bytes`` codec's order, then the transposes undone as views."""
+    raw = pipeline.raw
+    assert raw is not None
+    _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
+    stored_shape = ab_spec.shape
+    nbytes = math.prod(stored_shape) * raw.view_dtype.itemsize
+    count = len(batch)
+    parts: list[Any] | np.ndarray[Any, Any]
+    parts = [None] * count if count * nbytes <= JOIN_BYTES else np.empty((count, nbytes), np.uint8)
+    await run(store, plan, batch, pipeline.stored_bytes_decoder(parts, spec, short))
+    if plan.missing:
+        fill = np.full(stored_shape, fill_value_or_default(spec), dtype=raw.view_dtype)
+        for i in plan.missing:
+            parts[i] = fill.reshape(-1).view(np.uint8)
+    data = b"".join(parts) if isinstance(parts, list) else parts
+    blocks = np.frombuffer(data, dtype=raw.view_dtype).reshape(count, *stored_shape)
+    for order in raw.inverse_orders:
+        blocks = blocks.transpose((0, *(1 + o for o in order)))
+    return blocks
+
+
+def install() -> None:
+    """Route zarr's array reads through this module (idempotent), for the zarr versions
+    it was written against."""
+    if not (ZARR_RANGE[0] <= Version(zarr.__version__) < ZARR_RANGE[1]):
+        return
+    zarr_array._get_selection = get_selection  # type: ignore[assignment]
+    zarr_array.Array.get_basic_selection = get_basic_selection  # type: ignore[method-assign]
+    zarr_array.Array.get_orthogonal_selection = get_orthogonal_selection  # type: ignore[method-assign]
+    Group.__getitem__ = group_getitem  # type: ignore[method-assign]
+    zarr_group._read_metadata_v3 = read_metadata_v3
+
+
+def uninstall() -> None:
+    """Give zarr back its own functions."""
+    zarr_array._get_selection = _zarr_get_selection
+    zarr_array.Array.get_basic_selection = _zarr_get_basic_selection  # type: ignore[method-assign]
+    zarr_array.Array.get_orthogonal_selection = _zarr_get_orthogonal_selection  # type: ignore[method-assign]
+    Group.__getitem__ = _zarr_group_getitem  # type: ignore[method-assign]
+    zarr_group._read_metadata_v3 = _zarr_read_metadata_v3
+
+
+__all__ = ["get_selection", "install", "uninstall"]
