@@ -67,23 +67,11 @@ def manifest_array(array_metadata: ArrayV3Metadata, manifest: ChunkManifest) -> 
     return ManifestArray(metadata=array_metadata, chunkmanifest=manifest)
 
 
-_CONTAINERS = frozenset({dict, list})
-
-
-def _json_copy(value: Any) -> Any:
-    """A copy of the dicts and lists in a JSON-like value (scalars are immutable)."""
-    if type(value) is dict:
-        return {k: _json_copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
-    if type(value) is list:
-        return [_json_copy(v) if type(v) in _CONTAINERS else v for v in value]
-    return value
-
-
 def copied_array(array: ManifestArray) -> ManifestArray:
     """A ManifestArray sharing ``array``'s manifest and validated metadata fields, with
     its own copy of the attributes (so that changing one array's attributes leaves the
     other's alone)."""
-    metadata = copy_with_attributes(array.metadata, _json_copy(array.metadata.attributes))
+    metadata = copy_with_attributes(array.metadata, caches.json_copy(array.metadata.attributes))
     if not _ARRAY_STATE_IS_METADATA_AND_MANIFEST:
         return ManifestArray(metadata=metadata, chunkmanifest=array.manifest)
     # ``array`` passed ManifestArray's checks with the same manifest, grid and class;

@@ -10,6 +10,7 @@ everything afresh.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 #: Whether the result caches are consulted and filled.
 ENABLED = True
@@ -29,4 +30,17 @@ def clear_all() -> None:
         clear()
 
 
-__all__ = ["ENABLED", "clear_all", "register"]
+_CONTAINERS = frozenset({dict, list})
+
+
+def json_copy(value: Any) -> Any:
+    """A copy of the dicts and lists in a JSON-like value (scalars are immutable), for
+    handing out a cached result the caller may change."""
+    if type(value) is dict:
+        return {k: json_copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
+    if type(value) is list:
+        return [json_copy(v) if type(v) in _CONTAINERS else v for v in value]
+    return value
+
+
+__all__ = ["ENABLED", "clear_all", "json_copy", "register"]

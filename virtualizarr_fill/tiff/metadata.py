@@ -247,21 +247,12 @@ def _keep(key: Hashable, attributes: ArrayAttributes) -> None:
             _known.popitem(last=False)
 
 
-_CONTAINERS = frozenset({dict, list})
-
-
-def _json_copy(value: Any) -> Any:
-    if type(value) is dict:
-        return {k: _json_copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
-    if type(value) is list:
-        return [_json_copy(v) if type(v) in _CONTAINERS else v for v in value]
-    return value
-
-
 def _copied(attributes: ArrayAttributes) -> ArrayAttributes:
     """A copy whose dictionaries and lists the caller may change."""
-    fill = dataclasses.replace(attributes.fill, attributes=_json_copy(attributes.fill.attributes))
-    return ArrayAttributes(attributes=_json_copy(attributes.attributes), fill=fill)
+    fill = dataclasses.replace(
+        attributes.fill, attributes=caches.json_copy(attributes.fill.attributes)
+    )
+    return ArrayAttributes(attributes=caches.json_copy(attributes.attributes), fill=fill)
 
 
 def _array_attributes(
