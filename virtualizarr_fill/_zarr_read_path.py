@@ -298,6 +298,17 @@ def _blocking_select(array: Any, indexer: Indexer, out: Any, fields: Any, protot
     return _NOT_NUMPY if selected is _WAITS else selected
 
 
+def _selected_here(
+    array: Any, indexer_type: Any, selection: Any, out: Any, fields: Any, prototype: Any
+) -> Any:
+    """The selection read in the calling thread, or :data:`_NOT_NUMPY` where zarr's own
+    method must read it."""
+    if not _applicable_array(array, out, fields):
+        return _NOT_NUMPY
+    indexer = indexer_type(selection, array.shape, array._chunk_grid)
+    return _blocking_select(array, indexer, out, fields, prototype)
+
+
 def get_basic_selection(
     self: Any,
     selection: Any = Ellipsis,
@@ -308,11 +319,9 @@ def get_basic_selection(
 ) -> Any:
     """zarr's ``Array.get_basic_selection``, read in the calling thread where this
     module reads it (:func:`_blocking_select`)."""
-    if _applicable_array(self, out, fields):
-        indexer = BasicIndexer(selection, self.shape, self._chunk_grid)
-        selected = _blocking_select(self, indexer, out, fields, prototype)
-        if selected is not _NOT_NUMPY:
-            return selected
+    selected = _selected_here(self, BasicIndexer, selection, out, fields, prototype)
+    if selected is not _NOT_NUMPY:
+        return selected
     return _zarr_get_basic_selection(self, selection, out=out, prototype=prototype, fields=fields)
 
 
@@ -326,11 +335,9 @@ def get_orthogonal_selection(
 ) -> Any:
     """zarr's ``Array.get_orthogonal_selection``, read in the calling thread where this
     module reads it (:func:`_blocking_select`)."""
-    if _applicable_array(self, out, fields):
-        indexer = OrthogonalIndexer(selection, self.shape, self._chunk_grid)
-        selected = _blocking_select(self, indexer, out, fields, prototype)
-        if selected is not _NOT_NUMPY:
-            return selected
+    selected = _selected_here(self, OrthogonalIndexer, selection, out, fields, prototype)
+    if selected is not _NOT_NUMPY:
+        return selected
     return _zarr_get_orthogonal_selection(
         self, selection, out=out, fields=fields, prototype=prototype
     )
