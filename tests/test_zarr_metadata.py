@@ -10,6 +10,7 @@ bypassed - so a cached copy can never carry one file's values into another's.
 from __future__ import annotations
 
 import json
+import struct
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,3 +192,33 @@ def test_fill_values_that_compare_equal_get_their_own_metadata() -> None:
     zero = zarr_metadata.array_metadata(fill_value=0.0, **common)
     negative_zero = zarr_metadata.array_metadata(fill_value=-0.0, **common)
     assert np.signbit(negative_zero.fill_value) and not np.signbit(zero.fill_value)
+
+
+def _key_or_none(value: Any) -> Any:
+    try:
+        return zarr_metadata.exact_key(value)
+    except zarr_metadata.Uncacheable:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ([0.0, 1.5], [-0.0, 1.5]),
+        ([float("nan")], [struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]]),
+        ([1.0, 2.0], [1, 2.0]),
+        ([1.0, 2.0], (1.0, 2.0)),
+        ([1.0, 2.0], [[1.0, 2.0]]),
+        ([1.0], [1.0, 1.0]),
+    ],
+)
+def test_exact_keys_of_float_lists_tell_apart_what_serializes_differently(
+    first: Any, second: Any
+) -> None:
+    """Lists of floats (GCP tiepoints run to thousands) are keyed by their IEEE bytes:
+    still apart wherever JSON or the values differ (sign of zero, NaN payload, int or
+    float, list or tuple, nesting, length), equal otherwise."""
+    assert _key_or_none(first) != _key_or_none(second)
+    assert _key_or_none(first) is not None and _key_or_none(second) is not None
+    assert zarr_metadata.exact_key(list(first)) == zarr_metadata.exact_key(first)
+    assert hash(zarr_metadata.exact_key(first)) == hash(zarr_metadata.exact_key(list(first)))

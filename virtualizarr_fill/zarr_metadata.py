@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import struct
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -61,6 +62,9 @@ def _exact(value: Any) -> Hashable:
     if kind is dict:
         return (dict, tuple((_exact(k), _exact(v)) for k, v in value.items()))
     if kind is list or kind is tuple:
+        if value and all(type(v) is float for v in value):
+            # Long lists of floats (GCP tiepoints): their IEEE bytes, in one call.
+            return (kind, float, struct.pack(f"<{len(value)}d", *value))
         return (kind, tuple(_exact(v) for v in value))
     if isinstance(value, _NUMPY_VALUES):
         if value.dtype.hasobject:
