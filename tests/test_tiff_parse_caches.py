@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import sys
 import warnings
 from collections.abc import Iterator
@@ -44,6 +45,7 @@ from virtualizarr_fill.io import StoreFile
 from virtualizarr_fill.tiff import (
     TIFFParser,
     arrays,
+    band,
     caches,
     codecs_map,
     geo,
@@ -439,12 +441,12 @@ def test_result_caches_change_no_parse(
     list(_records(tiff_files, tree=True))  # every file's results cached
     cached = dict(_records(tiff_files[::-1], tree=True))
     first_image = dict(_records(tiff_files))
-    assert len(geo._georeferences) > 10 and len(arrays._kept) > 10
+    assert len(geo._georeferences) > 10 and len(arrays._kept) > 10 and len(band._descriptions) > 10
     monkeypatch.setattr(caches, "ENABLED", False)
     arrays.clear_caches()
     fresh = dict(_records(tiff_files, tree=True))
     fresh_first_image = dict(_records(tiff_files))
-    assert not geo._georeferences and not arrays._kept and not tiff_metadata._known
+    assert not (geo._georeferences or arrays._kept or tiff_metadata._known or band._descriptions)
     for path in tiff_files:
         assert cached[path] == fresh[path], path
         assert first_image[path] == fresh_first_image[path], path
@@ -479,6 +481,38 @@ def test_fill_warnings_are_issued_for_every_file(tmp_path: Path) -> None:
         store, key = REGISTRY.resolve(url)
         with pytest.warns(UserWarning, match="out_of_range.tif"):
             TIFFParser(on_out_of_range="warn").parse(url, StoreFile(store, key))
+
+
+def _with_unreadable_sample_format(path: Path) -> None:
+    """A uint8 image whose IFD also lists SampleFormat (339) with an invalid field type:
+    tifffile drops the entry, keeping exactly the tags of the plain image."""
+    # tifffile writes no SampleFormat extratag: write a private tag, then re-label it.
+    private = 65000
+    image = np.arange(16, dtype="u1").reshape(4, 4)
+    tifffile.imwrite(path, image, extratags=[(private, 3, 1, 2, True)])
+    data = bytearray(path.read_bytes())
+    (ifd,) = struct.unpack_from("<I", data, 4)
+    (count,) = struct.unpack_from("<H", data, ifd)
+    for entry in range(ifd + 2, ifd + 2 + 12 * count, 12):
+        if struct.unpack_from("<H", data, entry)[0] == private:
+            struct.pack_into("<HH", data, entry, 339, 0)  # field type 0 does not exist
+    path.write_bytes(bytes(data))
+
+
+def test_band_descriptions_never_skip_the_unreadable_tag_check(tmp_path: Path) -> None:
+    """An IFD whose readable tags equal a cached one's, plus an essential tag tifffile
+    could not read, is refused as it would be with the caches off (never handed the
+    cached description, which would read signed samples as unsigned)."""
+    plain, damaged = tmp_path / "plain.tif", tmp_path / "damaged.tif"
+    tifffile.imwrite(plain, np.arange(16, dtype="u1").reshape(4, 4))
+    _with_unreadable_sample_format(damaged)
+    with tifffile.TiffFile(plain) as a, tifffile.TiffFile(damaged) as b:
+        assert sorted(a.pages[0].tags.keys()) == sorted(b.pages[0].tags.keys())
+    arrays.clear_caches()
+    assert "arrays" in _parse_record(plain)
+    assert len(band._descriptions) == 1
+    refused = _parse_record(damaged)
+    assert refused["error"] == "CorruptFileError" and "SampleFormat" in refused["message"]
 
 
 def test_unreadable_tag_check_by_count_agrees_with_decoding_the_entries(

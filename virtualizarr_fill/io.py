@@ -22,6 +22,7 @@ from virtualizarr_fill.errors import StoreReadError
 
 DEFAULT_FIRST_REQUEST = 64 * 1024
 DEFAULT_BLOCK_SIZE = 64 * 1024
+_EMPTY = memoryview(b"")
 
 
 @dataclass
@@ -209,6 +210,11 @@ class StoreFile(io.RawIOBase):
             raise ValueError(f"negative seek position {position}")
         self._position = position
         return position
+
+    def first_block(self) -> memoryview:
+        """The object's first block as fetched (empty before the first request), for
+        callers that slice many small values out of a header without a call each."""
+        return self._blocks.get(0, _EMPTY)
 
     def _resident(self, start: int, length: int) -> memoryview | None:
         """The bytes ``start..start+length`` (clipped to the object) when they lie in

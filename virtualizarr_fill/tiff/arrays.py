@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, cast
 
@@ -86,13 +84,15 @@ def segment_manifest(
     paths: np.ndarray[Any, np.dtypes.StringDType],
     offsets: np.ndarray[Any, np.dtype[np.uint64]],
     lengths: np.ndarray[Any, np.dtype[np.uint64]],
+    *,
+    no_empty: bool = False,
 ) -> ChunkManifest:
     """``ChunkManifest.from_arrays(..., validate_paths=False)`` for chunk references of
     one file: built directly when the arrays meet what ``from_arrays`` checks (string
-    paths, uint64 offsets and lengths, one shape, no zero length), which the common
-    case shows in a few attribute comparisons; otherwise through ``from_arrays``.
-    Adapts VirtualiZarr internals (used while a ChunkManifest's state is these arrays,
-    checked at import).
+    paths, uint64 offsets and lengths, one shape, no zero length; ``no_empty`` when the
+    caller knows no length is zero), which the common case shows in a few attribute
+    comparisons; otherwise through ``from_arrays``. Adapts VirtualiZarr internals (used
+    while a ChunkManifest's state is these arrays, checked at import).
     """
     if (
         _MANIFEST_STATE_IS_ARRAYS
@@ -100,7 +100,7 @@ def segment_manifest(
         and offsets.dtype == _UINT64
         and lengths.dtype == _UINT64
         and paths.shape == offsets.shape == lengths.shape
-        and lengths.all()
+        and (no_empty or lengths.all())
     ):
         manifest: ChunkManifest = object.__new__(ChunkManifest)
         manifest._paths = paths
@@ -189,8 +189,7 @@ def _group_state_is_metadata_and_members() -> bool:
 
 #: Sets of arrays kept by :func:`kept_arrays`.
 KEPT_ARRAYS_SIZE = 256
-_kept: OrderedDict[Hashable, dict[str, ManifestArray]] = OrderedDict()
-_kept_lock = threading.Lock()
+_kept: caches.ResultCache[dict[str, ManifestArray]] = caches.ResultCache(KEPT_ARRAYS_SIZE)
 
 
 def kept_arrays(
@@ -204,23 +203,11 @@ def kept_arrays(
     """
     if key is None or not caches.ENABLED:
         return build()
-    with _kept_lock:
-        known = _kept.get(key)
-        if known is not None:
-            _kept.move_to_end(key)
+    known = _kept.get(key)
     if known is None:
         known = build()
-        with _kept_lock:
-            _kept[key] = known
-            if len(_kept) > KEPT_ARRAYS_SIZE:
-                _kept.popitem(last=False)
+        _kept.put(key, known)
     return {name: copied_array(array) for name, array in known.items()}
-
-
-@caches.register
-def _forget_kept_arrays() -> None:
-    with _kept_lock:
-        _kept.clear()
 
 
 def clear_caches() -> None:

@@ -18,15 +18,14 @@ from __future__ import annotations
 import enum
 import functools
 import struct
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from virtualizarr_fill.tiff import caches
+from virtualizarr_fill.tiff.stored_tags import CachedRange, raw_tags_key
 from virtualizarr_fill.zarr_metadata import Uncacheable, exact_key
 
 if TYPE_CHECKING:
@@ -278,8 +277,6 @@ def _crs_wkt(geokeys: dict[str, Any]) -> str | None:
     return None
 
 
-CachedRange = Callable[[int, int], "bytes | None"]
-
 INTERGRAPH_MATRIX = 33920
 #: Every tag the georeference (or tifffile's GeoKey decoding) reads, besides tags a
 #: GeoKey may point at (only GeoDoubleParams and GeoAsciiParams on the cached path).
@@ -295,58 +292,13 @@ _GEO_TAGS = (
 )
 #: Georeferences kept by the bytes of their tags.
 GEOREFERENCE_CACHE_SIZE = 256
-_georeferences: OrderedDict[Hashable, Georeference] = OrderedDict()
-_georeferences_lock = threading.Lock()
-
-
-@functools.cache
-def _field_sizes() -> dict[int, int]:
-    """Bytes per value of each TIFF field type, as tifffile sizes them."""
-    from tifffile import TIFF
-
-    return {int(code): struct.calcsize(fmt) for code, fmt in TIFF.DATA_FORMATS.items()}
+_georeferences: caches.ResultCache[Georeference] = caches.ResultCache(GEOREFERENCE_CACHE_SIZE)
 
 
 def _raw_tags_key(page: TiffPage, cached_range: CachedRange) -> Hashable | None:
-    """The geo tags as the file stores them (type, count and value bytes), or None when
-    a value is not in the bytes already read or the IFD repeats a tag code.
-
-    Two IFDs with the same key decode to the same georeference: tifffile derives every
-    value from these bytes and the byte order.
-    """
+    """The geo tags as the file stores them: two IFDs with the same key decode to the
+    same georeference."""
     return raw_tags_key(page, _GEO_TAGS, cached_range)
-
-
-def raw_tags_key(
-    page: TiffPage, codes: tuple[int, ...], cached_range: CachedRange
-) -> Hashable | None:
-    """The tags ``codes`` of ``page`` as the file stores them (field type, count and value
-    bytes, None for an absent tag), with the file's byte order and entry layout; None
-    when a value is not in the bytes already read or the IFD repeats a tag code.
-
-    Two IFDs with the same key hold the same values for these tags: tifffile derives
-    each from these bytes.
-    """
-    tags = page.tags
-    if len(tags) != len(tags.keys()):  # repeated codes: leave them to tifffile
-        return None
-    sizes = _field_sizes()
-    tiff = page.parent.tiff
-    key: list[Any] = [tiff.byteorder, tiff.tagsize, tiff.is_ndpi]
-    for code in codes:
-        tag = tags.get(code)
-        if tag is None:
-            key.append(None)
-            continue
-        size = sizes.get(tag.dtype)
-        offset = tag.valueoffset
-        if size is None or offset < 8:
-            return None
-        raw = cached_range(offset, tag.count * size)
-        if raw is None:
-            return None
-        key.append((int(tag.dtype), tag.count, raw))
-    return tuple(key)
 
 
 def georeference(page: TiffPage, cached_range: CachedRange | None = None) -> Georeference:
@@ -357,26 +309,18 @@ def georeference(page: TiffPage, cached_range: CachedRange | None = None) -> Geo
     (the files of one archive usually do): treat the result as read-only.
     """
     key = None if cached_range is None or not caches.ENABLED else _raw_tags_key(page, cached_range)
-    if key is not None:
-        with _georeferences_lock:
-            known = _georeferences.get(key)
-            if known is not None:
-                _georeferences.move_to_end(key)
-                return known
+    known = _georeferences.get(key)
+    if known is not None:
+        return known
     result, decoded_here = _decode_georeference(page)
-    if key is not None and decoded_here:
-        with _georeferences_lock:
-            _georeferences[key] = result
-            if len(_georeferences) > GEOREFERENCE_CACHE_SIZE:
-                _georeferences.popitem(last=False)
+    if decoded_here:
+        _georeferences.put(key, result)
     return result
 
 
-@caches.register
 def clear_cache() -> None:
     """Forget the georeferences kept by :func:`georeference`."""
-    with _georeferences_lock:
-        _georeferences.clear()
+    _georeferences.clear()
 
 
 def _decode_georeference(page: TiffPage) -> tuple[Georeference, bool]:
@@ -493,7 +437,6 @@ __all__ = [
     "georeference",
     "inherited_georeference",
     "pixel_centres",
-    "raw_tags_key",
     "scaled_transform",
     "spatial_ref_attributes",
     "transform_from_tags",

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 import xml.etree.ElementTree as ElementTree
-from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,7 +24,7 @@ import numpy as np
 
 from virtualizarr_fill.fill.tiff import GDAL_NODATA_ATTR, consolidate_tiff_fill
 from virtualizarr_fill.tiff import caches
-from virtualizarr_fill.tiff.geo import CachedRange, raw_tags_key
+from virtualizarr_fill.tiff.stored_tags import CachedRange, raw_tags_key
 
 if TYPE_CHECKING:
     from tifffile import TiffPage
@@ -163,23 +161,22 @@ def _tag_text(page: TiffPage, code: int) -> str | None:
 
 @dataclass(frozen=True)
 class ArrayAttributes:
-    """Attributes and fill value of one image array."""
+    """Attributes and fill value of one image array; ``reusable`` when they follow from
+    their inputs alone (reached without a warning, which each parse must issue itself)."""
 
     attributes: dict[str, Any]
     fill: FillDecision
+    reusable: bool = True
 
 
 #: Attributes kept by the texts and data type they come from.
 ATTRIBUTES_CACHE_SIZE = 256
-_known: OrderedDict[Hashable, ArrayAttributes] = OrderedDict()
-_known_lock = threading.Lock()
+_known: caches.ResultCache[ArrayAttributes] = caches.ResultCache(ATTRIBUTES_CACHE_SIZE)
 
 
-@caches.register
 def clear_cache() -> None:
     """Forget the attributes kept by :func:`array_attributes`."""
-    with _known_lock:
-        _known.clear()
+    _known.clear()
 
 
 def array_attributes(
@@ -204,47 +201,28 @@ def array_attributes(
     if plain and cached_range is not None:
         raw = raw_tags_key(page, _TEXT_TAGS, cached_range)
         raw_key = None if raw is None else ("raw", dtype.str, samples, raw, on_out_of_range)
-        known = _lookup(raw_key)
+        known = _known.get(raw_key)
         if known is not None:
             return _copied(known)
     metadata_text = _tag_text(page, GDAL_METADATA_TAG)
     nodata = _tag_text(page, GDAL_NODATA_TAG)
     key = (dtype.str, samples, metadata_text, nodata, on_out_of_range) if plain else None
-    known = _lookup(key)
+    known = _known.get(key)
     if known is not None:
-        if raw_key is not None:
-            _keep(raw_key, known)
+        _known.put(raw_key, known)
         return _copied(known)
     warned: list[str] = []
     result = _array_attributes(
         metadata_text, nodata, dtype, samples, source, on_out_of_range, warned
     )
     if key is not None and not warned:
-        _keep(key, result)
-        if raw_key is not None:
-            _keep(raw_key, result)
+        _known.put(key, result)
+        _known.put(raw_key, result)
         return _copied(result)
-    return result
+    return dataclasses.replace(result, reusable=False)
 
 
 _TEXT_TAGS = (GDAL_METADATA_TAG, GDAL_NODATA_TAG)
-
-
-def _lookup(key: Hashable | None) -> ArrayAttributes | None:
-    if key is None:
-        return None
-    with _known_lock:
-        known = _known.get(key)
-        if known is not None:
-            _known.move_to_end(key)
-    return known
-
-
-def _keep(key: Hashable, attributes: ArrayAttributes) -> None:
-    with _known_lock:
-        _known[key] = attributes
-        if len(_known) > ATTRIBUTES_CACHE_SIZE:
-            _known.popitem(last=False)
 
 
 def _copied(attributes: ArrayAttributes) -> ArrayAttributes:
@@ -252,7 +230,9 @@ def _copied(attributes: ArrayAttributes) -> ArrayAttributes:
     fill = dataclasses.replace(
         attributes.fill, attributes=caches.json_copy(attributes.fill.attributes)
     )
-    return ArrayAttributes(attributes=caches.json_copy(attributes.attributes), fill=fill)
+    return ArrayAttributes(
+        attributes=caches.json_copy(attributes.attributes), fill=fill, reusable=attributes.reusable
+    )
 
 
 def _array_attributes(

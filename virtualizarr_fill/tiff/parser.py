@@ -51,7 +51,7 @@ from virtualizarr_fill.errors import (
 from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
-from virtualizarr_fill.tiff import codecs_map, geo, metadata, segments, tags
+from virtualizarr_fill.tiff import caches, geo, segments, tags
 from virtualizarr_fill.tiff.arrays import (
     array_metadata,
     inlined_array,
@@ -59,6 +59,7 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_array,
     manifest_group,
 )
+from virtualizarr_fill.tiff.band import describe_band
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
@@ -260,20 +261,15 @@ def _image_array(
     name: str = DATA_VARIABLE,
 ) -> ManifestArray:
     """``band_data`` of one IFD; ``name`` labels it in the parse report."""
-    endian = "little" if page.parent.byteorder == "<" else "big"
-    sample = tags.sample_type(page, source, image_codec=codecs_map.is_image_compression(page))
-    dtype = sample.dtype
-    layout = tags.segment_layout(page, source)
-    if page.is_subsampled and int(page.compression) not in codecs_map.JPEG_FAMILY:
-        raise UnsupportedFeatureError(f"{source}: chroma-subsampled YCbCr without JPEG compression")
-    chain = codecs_map.codec_chain(
+    band = describe_band(
         page,
-        layout,
-        dtype,
-        endian,  # type: ignore[arg-type]
         source,
-        packed_bits=sample.bits if sample.packed else None,
+        on_out_of_range=context.options.on_out_of_range,
+        cached_range=context.reader.cached_range,
+        head=context.reader.first_block(),
     )
+    layout, chain, attrs = band.layout, band.chain, band.attributes
+    dtype = band.sample.dtype
     # Segments past the end of the file are refused before their lengths are judged.
     manifest = segments.chunk_manifest(page, layout, context.url, context.file_size, source)
     decision = segments.decide_grid(
@@ -285,21 +281,13 @@ def _image_array(
         source,
         probe_last_strip=context.options.probe_last_strip,
     )
-    attrs = metadata.array_attributes(
-        page,
-        dtype,
-        layout.samples,
-        source,
-        on_out_of_range=context.options.on_out_of_range,
-        cached_range=context.reader.cached_range,
-    )
     band_metadata = array_metadata(
         shape=layout.shape,
         dtype=dtype,
         chunk_grid=decision.chunk_grid,
         fill_value=attrs.fill.fill_value,
         codecs=decision.codecs,
-        attributes={**attrs.attributes, **extra_attributes},
+        attributes=caches.json_copy(attrs.attributes) | extra_attributes,
         dimension_names=("band", "y", "x"),
     )
     if collecting():
@@ -406,7 +394,7 @@ def _coordinate_arrays(
     bands, height, width = shape[-3:]
     if georef.transform is not None and georef.axis_aligned:
         _check_coordinate_length(height, width, url)
-    content = georef.content_key
+    content = georef.content_key if caches.ENABLED else None
     key = None if content is None else ("coordinates", content, bands, height, width)
     return kept_arrays(key, lambda: _build_coordinate_arrays(georef, bands, height, width))
 

@@ -85,10 +85,12 @@ def chunk_manifest(
         )
     paths = np.empty(layout.grid_shape, dtype=_STRING_DTYPE)
     paths[...] = url
-    if sparse is not None:
-        paths[sparse] = ""
-        offsets[sparse] = 0
-        lengths[sparse] = 0
+    if sparse is None:
+        # Sparse segments are those with a zero offset or length: none here.
+        return segment_manifest(paths, offsets, lengths, no_empty=True)
+    paths[sparse] = ""
+    offsets[sparse] = 0
+    lengths[sparse] = 0
     return segment_manifest(paths, offsets, lengths)
 
 

@@ -222,9 +222,9 @@ def sample_type(page: TiffPage, source: str, *, image_codec: bool = False) -> Sa
 
     Unsigned samples of other widths than 8/16/32/64 bits (1-bit masks, 4-bit palettes,
     12-bit data) are unpacked into the next larger unsigned type, as GDAL reads them;
-    image codecs (``image_codec``) deliver such samples unpacked themselves.
+    image codecs (``image_codec``) deliver such samples unpacked themselves. Call
+    :func:`check_unreadable_tags` first: a dropped SampleFormat reads as unsigned.
     """
-    check_unreadable_tags(page, source)
     check_sample_tags(page, source)
     bits, sampleformat = _bits_and_format(page, source)
     kind = _KIND_OF_SAMPLEFORMAT.get(sampleformat)

@@ -1,0 +1,119 @@
+"""Keys for the TIFF parser's result caches: tags as the file stores them.
+
+tifffile derives every tag value from the entry's field type, count and value bytes and
+the file's byte order, so two IFDs that store the same bytes for a set of tags hold the
+same values for them, whatever their offsets in their files. The keys are built from
+bytes the first request already fetched (``StoreFile.cached_range``), never with a
+request, and are None (nothing kept) where a value lies elsewhere or an IFD repeats a
+tag code.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tifffile import TiffPage
+
+#: ``StoreFile.cached_range``: bytes already fetched, or None (never a request).
+CachedRange = Callable[[int, int], "bytes | None"]
+
+#: StripOffsets, StripByteCounts, TileOffsets, TileByteCounts: where each file keeps its
+#: own segments. :func:`ifd_key` keys them by field type and count (the segment grid)
+#: and leaves their values to the caller.
+SEGMENT_TAGS = frozenset({273, 279, 324, 325})
+
+
+@functools.cache
+def _field_sizes() -> dict[int, int]:
+    """Bytes per value of each TIFF field type, as tifffile sizes them."""
+    from tifffile import TIFF
+
+    return {int(code): struct.calcsize(fmt) for code, fmt in TIFF.DATA_FORMATS.items()}
+
+
+def _file_layout(page: TiffPage) -> list[Any]:
+    tiff = page.parent.tiff
+    return [tiff.byteorder, tiff.tagsize, tiff.is_ndpi]
+
+
+def raw_tags_key(
+    page: TiffPage, codes: tuple[int, ...], cached_range: CachedRange
+) -> Hashable | None:
+    """The tags ``codes`` of ``page`` as the file stores them (field type, count and value
+    bytes, None for an absent tag), with the file's byte order and entry layout; None
+    when a value is not in the bytes already read or the IFD repeats a tag code.
+
+    Two IFDs with the same key hold the same values for these tags.
+    """
+    tags = page.tags
+    if len(tags) != len(tags.keys()):  # repeated codes: leave them to tifffile
+        return None
+    sizes = _field_sizes()
+    key = _file_layout(page)
+    for code in codes:
+        tag = tags.get(code)
+        if tag is None:
+            key.append(None)
+            continue
+        size = sizes.get(tag.dtype)
+        offset = tag.valueoffset
+        if size is None or offset < 8:
+            return None
+        raw = cached_range(offset, tag.count * size)
+        if raw is None:
+            return None
+        key.append((int(tag.dtype), tag.count, raw))
+    return tuple(key)
+
+
+def ifd_key(page: TiffPage, cached_range: CachedRange, head: bytes | memoryview) -> Hashable | None:
+    """Every tag of ``page`` as the file stores it, segment offsets and byte counts by
+    field type and count only; None as for :func:`raw_tags_key`. ``head`` is the start
+    of the file as fetched (``StoreFile.first_block``), where values are sliced from
+    directly; ``cached_range`` serves the others.
+
+    Two IFDs with the same key are the same image but for where their segments lie:
+    everything tifffile derives for the page, besides those, follows from these bytes,
+    the file layout and, for pages after the first, the file-wide flags of the formats
+    whose later pages tifffile reads differently (LSM, Vista, Philips and Indica files;
+    the parser never asks for EER super-resolution, the one other file-wide input).
+    """
+    tags = page.tags
+    values = tags.values()
+    if len(values) != len(tags.keys()):
+        return None
+    sizes = _field_sizes()
+    entries: list[int] = []
+    stored: list[bytes | memoryview] = []
+    available = len(head)
+    for tag in values:
+        code, dtype, count = tag.code, tag.dtype, tag.count
+        entries += (code, dtype, count)
+        if code in SEGMENT_TAGS:
+            continue
+        size = sizes.get(dtype)
+        offset = tag.valueoffset
+        if size is None or offset < 8:
+            return None
+        end = offset + count * size
+        if end <= available:
+            stored.append(head[offset:end])
+            continue
+        raw = cached_range(offset, count * size)
+        if raw is None:
+            return None
+        stored.append(raw)
+    key = _file_layout(page)
+    if page.index != 0:
+        parent = page.parent
+        key.append((parent.is_lsm, parent.is_vista, parent.is_philips, parent.is_indica))
+    # The entries give each value's length, so the joined values split one way only.
+    key += (tuple(entries), b"".join(stored))
+    return tuple(key)
+
+
+__all__ = ["SEGMENT_TAGS", "CachedRange", "ifd_key", "raw_tags_key"]
