@@ -33,7 +33,12 @@ from virtualizarr_fill.hdf5.attrs import (
 )
 from virtualizarr_fill.hdf5.dims import _scale_counts
 from virtualizarr_fill.hdf5.dtypes import UnsupportedDtypeError, _plan, plan_dtype
-from virtualizarr_fill.hdf5.parser import HDF5Parser, find_superblock, superblock_sizes
+from virtualizarr_fill.hdf5.parser import (
+    HDF5Parser,
+    find_superblock,
+    member_names,
+    superblock_sizes,
+)
 from virtualizarr_fill.io import StoreFile
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -194,6 +199,23 @@ def _compare_plans(obj: Any) -> list[str]:
     return [] if cached == fresh else [f"{obj.name}: plan {cached} != {fresh}"]
 
 
+def _compare_members(obj: Any) -> list[str]:
+    """The walker's member listing (and the creation property list it hands on to the
+    attribute listing) against h5py's, for the root group as the walker opens it too."""
+    if not isinstance(obj, h5py.Group):
+        return []
+    group = h5py.Group(h5py.h5o.open(obj.id, b"/")) if isinstance(obj, h5py.File) else obj
+    try:
+        expected, attributes = list(obj), list(obj.attrs)
+    except Exception:
+        return []  # the walker falls back to h5py's listing, and its report
+    names, plist = member_names(group)
+    problems = [] if names == expected else [f"{obj.name}: members {names} != {expected}"]
+    if attribute_names(group, plist) != attributes:
+        problems.append(f"{obj.name}: attribute names with the walker's property list")
+    return problems
+
+
 def _compare_file(path: Path) -> tuple[int, int, list[str]]:
     fast_reads, references, problems = 0, 0, []
     try:
@@ -210,6 +232,7 @@ def _compare_file(path: Path) -> tuple[int, int, list[str]]:
             problems += found
             problems += _compare_scale_counts(obj)
             problems += _compare_plans(obj)
+            problems += _compare_members(obj)
     return fast_reads, references, [f"{path.name}: {p}" for p in problems]
 
 
@@ -295,7 +318,7 @@ def test_reference_attributes_resolve_like_h5py(tmp_path: Path) -> None:
     assert paths == {"dataset": "/group/data", "null": "<null>"}
 
 
-def test_attribute_names_in_creation_order_when_tracked(tmp_path: Path) -> None:
+def test_attribute_and_member_names_in_creation_order_when_tracked(tmp_path: Path) -> None:
     path = tmp_path / "order.h5"
     with h5py.File(path, "w", track_order=True) as file:
         for name in ("zeta", "alpha", "mu"):
@@ -303,10 +326,16 @@ def test_attribute_names_in_creation_order_when_tracked(tmp_path: Path) -> None:
         untracked = file.create_group("untracked", track_order=False)
         for name in ("zeta", "alpha", "mu"):
             untracked.attrs[name] = 1
+        for name in ("zeta", "alpha", "mu"):
+            file[name] = 1
+            untracked[name] = 1
     with h5py.File(path, "r") as file:
         assert attribute_names(file) == list(file.attrs) == ["zeta", "alpha", "mu"]
         group = file["untracked"]
         assert attribute_names(group) == list(group.attrs) == ["alpha", "mu", "zeta"]
+        root = h5py.Group(h5py.h5o.open(file.id, b"/"))
+        assert member_names(root)[0] == list(file) == ["untracked", "zeta", "alpha", "mu"]
+        assert member_names(group)[0] == list(group) == ["alpha", "mu", "zeta"]
 
 
 def test_superblock_sizes_equal_libhdf5s(corpus_dir: Path, tmp_path: Path) -> None:

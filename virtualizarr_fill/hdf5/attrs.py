@@ -185,10 +185,11 @@ def _vlen_payload(attr: h5py.h5a.AttrID, count: int) -> int:
     return vlen_payload_bytes(descriptors)
 
 
-def attribute_names(obj: h5py.HLObject) -> list[str]:
+def attribute_names(obj: h5py.HLObject, creation_plist: Any = None) -> list[str]:
     """The names of the attributes of ``obj`` as ``list(obj.attrs)`` gives them (in
     creation order when the object tracks it, else by name); raises when the attribute
-    table cannot be listed.
+    table cannot be listed. ``creation_plist`` is ``obj``'s creation property list
+    where the caller has it.
 
     The same calls as h5py's ``AttributeManager.__iter__``, without building the
     manager, which costs more than the listing itself.
@@ -199,7 +200,9 @@ def attribute_names(obj: h5py.HLObject) -> list[str]:
         oid = h5py.h5o.open(obj.id, b"/") if isinstance(obj, h5py.File) else obj.id
         # A dataset's creation property list is a copy h5py caches (its fill value
         # and chunk queries read it too): use that one rather than copy it again.
-        plist = getattr(obj, "_dcpl", None) if isinstance(obj, h5py.Dataset) else None
+        plist = creation_plist
+        if plist is None and isinstance(obj, h5py.Dataset):
+            plist = getattr(obj, "_dcpl", None)
         if plist is None:
             plist = oid.get_create_plist()
         tracked = plist.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
@@ -221,16 +224,17 @@ def read_raw_attributes(
     obj: h5py.HLObject,
     names: list[str] | None = None,
     skip: frozenset[str] = frozenset(),
+    creation_plist: Any = None,
 ) -> dict[str, Any]:
     """The attributes of ``obj`` as h5py returns them, each read once.
 
-    ``names`` (default: :func:`attribute_names`) are read, except those in ``skip``
-    (attributes nobody will look at are not worth the read). An attribute h5py cannot
-    read (or too large to read safely) maps to an :class:`UnreadableAttribute`; a table
-    that cannot even be listed raises.
+    ``names`` (default: :func:`attribute_names`, given ``creation_plist``) are read,
+    except those in ``skip`` (attributes nobody will look at are not worth the read).
+    An attribute h5py cannot read (or too large to read safely) maps to an
+    :class:`UnreadableAttribute`; a table that cannot even be listed raises.
     """
     if names is None:
-        names = attribute_names(obj)
+        names = attribute_names(obj, creation_plist)
     return {name: read_attribute(obj, name) for name in names if name not in skip}
 
 
@@ -304,8 +308,10 @@ def convert_attributes(
     keep_typed: frozenset[str] = frozenset(),
     raw: dict[str, Any] | None = None,
     path: str | None = None,
+    creation_plist: Any = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Read the attributes of ``obj`` (or use ``raw``, from :func:`read_raw_attributes`).
+    """Read the attributes of ``obj`` (or use ``raw``, from :func:`read_raw_attributes`;
+    ``creation_plist`` as there).
 
     Returns ``(json_attributes, typed)``: the JSON-ready attributes, and, for names in
     ``keep_typed``, the h5netcdf-style NumPy values (for the fill-value policy, which
@@ -321,7 +327,7 @@ def convert_attributes(
     if raw is None:
         try:
             # Hidden attributes are dropped below whatever they hold: never read them.
-            raw = read_raw_attributes(obj, skip=HIDDEN_ATTRIBUTES)
+            raw = read_raw_attributes(obj, skip=HIDDEN_ATTRIBUTES, creation_plist=creation_plist)
         except Exception as exc:  # a corrupt attribute table
             _warn(source, owner, "*", f"attributes could not be listed ({exc}); all skipped")
             return result, typed

@@ -151,6 +151,8 @@ class GroupNode:
     path: str
     group: h5py.Group
     datasets: list[DatasetNode] = field(default_factory=list)
+    #: The group's creation property list, once the walker has listed its members.
+    creation_plist: Any = None
     children: list[tuple[str, GroupNode]] = field(default_factory=list)
     dimensions: dict[str, Dimension] = field(default_factory=dict)
     parent: GroupNode | None = None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import h5py
+from h5py._objects import phil
 from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
@@ -291,7 +292,9 @@ class HDF5Parser:
             name: self._manifest_group(child, namer, context, walker)
             for name, child in node.children
         }
-        attributes, _ = convert_attributes(node.group, source=context.url, path=node.path)
+        attributes, _ = convert_attributes(
+            node.group, source=context.url, path=node.path, creation_plist=node.creation_plist
+        )
         return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
 
     def _array(
@@ -358,7 +361,13 @@ class _Walker:
         return self._sizes[url]
 
     def walk(self) -> GroupNode:
-        return self._walk_group(self.file, "/", None, (), self.url)
+        # The root group as a Group (not the File): its identifier and creation
+        # property list then serve the member listing and the attribute names alike.
+        # A root header libhdf5 cannot open is left to h5py's listing, which reports it.
+        root: h5py.Group = self.file
+        with contextlib.suppress(Exception), phil:
+            root = h5py.Group(h5py.h5o.open(self.file.id, b"/"))
+        return self._walk_group(root, "/", None, (), self.url)
 
     def _warn(self, where: str, message: str) -> None:
         warnings.warn(SkippedLinkWarning(f"{self.url}: {where}: {message}"), stacklevel=5)
@@ -367,12 +376,20 @@ class _Walker:
         # libhdf5 refuses to open an object only when its header contradicts itself
         self._refuse(self.url, where, DatasetRefused("corrupt", message))
 
-    def _members(self, group: h5py.Group, path: str) -> list[str]:
+    def _members(self, group: h5py.Group, path: str) -> tuple[list[str], Any]:
+        """The member names as ``list(group)`` gives them, and the group's creation
+        property list (None where unreadable)."""
+        # A File's creation property list is the file's, not its root group's.
+        if not isinstance(group, h5py.File):
+            try:
+                return member_names(group)
+            except Exception:  # h5py's own listing decides, and reports
+                pass
         try:
-            return list(group.keys())
+            return list(group.keys()), None
         except Exception as exc:  # corrupt link table
             self._warn(path, f"group members could not be listed ({exc}); group skipped")
-            return []
+            return [], None
 
     def _walk_group(
         self,
@@ -394,7 +411,8 @@ class _Walker:
             return value
 
         ancestors = (*ancestors, (url, own_address))
-        for key in self._members(group, path):
+        members, node.creation_plist = self._members(group, path)
+        for key in members:
             child_path = f"{path.rstrip('/')}/{key}"
             resolved = self._resolve(group, key, child_path, url)
             if resolved is None:
@@ -456,6 +474,23 @@ class _Walker:
         except Exception:
             self._warn(path, f"{where}: no such object; skipped")
             return None
+
+
+def member_names(group: h5py.Group) -> tuple[list[str], Any]:
+    """``list(group)`` (creation order where the group tracks it, else by name) and the
+    group's creation property list; raises where libhdf5 cannot list them.
+
+    One link iteration instead of h5py's name lookup per member index, and the property
+    list kept for :func:`~virtualizarr_fill.hdf5.attrs.attribute_names`, which orders
+    the group's attributes by it.
+    """
+    names: list[bytes] = []
+    with phil:
+        plist = group.id.get_create_plist()
+        tracked = plist.get_link_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+        index = h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME
+        group.id.links.iterate(names.append, idx_type=index)
+    return [group._d(name) for name in names], plist
 
 
 def _open_hard_link(group: h5py.Group, key: str) -> Any:

@@ -16,6 +16,7 @@ it would also loop libhdf5 as a collection.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Buffer
 
 import h5py
@@ -125,9 +126,7 @@ def open_h5py(reader: HDF5File) -> h5py.File:
     """
     image = reader.whole_image()
     if image is not None:
-        fapl = _file_access()
-        fapl.set_fapl_core(backing_store=False)
-        fapl.set_file_image(image)
+        fapl = _core_file_access(image)
         try:
             name = b"virtualizarr_fill_image_%d" % next(_IMAGE_NAMES)
             return h5py.File(h5f.open(name, h5f.ACC_RDONLY, fapl=fapl))
@@ -139,6 +138,23 @@ def open_h5py(reader: HDF5File) -> h5py.File:
     fapl.set_fileobj_driver(h5fd.fileobj_driver, reader)
     name = repr(reader).encode("ascii", "replace")
     return h5py.File(h5f.open(name, h5f.ACC_RDONLY, fapl=fapl))
+
+
+#: Each thread's core-driver file access property list: libhdf5 copies the image and
+#: the properties into the file it opens, so one list serves every open of the thread
+#: (creating and configuring one costs about as much as a small file's attributes).
+_core_access = threading.local()
+
+
+def _core_file_access(image: bytes) -> h5p.PropFAID:
+    """A core-driver file access property list holding a copy of ``image``."""
+    fapl = getattr(_core_access, "fapl", None)
+    if fapl is None:
+        fapl = _file_access()
+        fapl.set_fapl_core(backing_store=False)
+        _core_access.fapl = fapl
+    fapl.set_file_image(image)
+    return fapl
 
 
 def _file_access() -> h5p.PropFAID:
