@@ -499,6 +499,33 @@ def _with_unreadable_sample_format(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def test_differently_placed_scenes_share_their_band_description(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scenes of one product that differ only in where they lie share one band
+    description (the geo tags are keyed apart), and each still gets its own
+    coordinates: the same stores as parses with every cache off."""
+    scenes = []
+    for index, (x, y) in enumerate([(500000.0, 4100000.0), (530000.0, 4070000.0)]):
+        path = tmp_path / f"scene_{index}.tif"
+        tifffile.imwrite(
+            path,
+            np.arange(64, dtype="<u2").reshape(8, 8),
+            extratags=[
+                (33550, 12, 3, (30.0, 30.0, 0.0), True),
+                (33922, 12, 6, (0.0, 0.0, 0.0, x, y, 0.0), True),
+                (34735, 3, 16, (1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32611), True),
+            ],
+        )
+        scenes.append(path)
+    arrays.clear_caches()
+    cached = [_parse_record(path) for path in scenes]
+    assert len(band._descriptions) == 1
+    assert cached[0]["arrays"]["x"] != cached[1]["arrays"]["x"]
+    monkeypatch.setattr(caches, "ENABLED", False)
+    assert cached == [_parse_record(path) for path in scenes]
+
+
 def test_band_descriptions_never_skip_the_unreadable_tag_check(tmp_path: Path) -> None:
     """An IFD whose readable tags equal a cached one's, plus an essential tag tifffile
     could not read, is refused as it would be with the caches off (never handed the

@@ -3,8 +3,9 @@ looked at: data type, segment layout, codecs, attributes and fill value.
 
 Deriving these costs about as much as tifffile's own parse of the IFD. The files of one
 archive, and the overviews of one pyramid level across files, repeat them, so they are
-kept by the IFD's stored tags (:func:`.stored_tags.ifd_key`); where the segments lie,
-and the grid decision that depends on their byte counts, stay with each parse.
+kept by the IFD's stored tags (:func:`.stored_tags.ifd_key`) but the geo tags, so that
+differently placed scenes of one product share them; where the segments lie, and the
+grid decision that depends on their byte counts, stay with each parse.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.tiff import caches, codecs_map, tags
+from virtualizarr_fill.tiff.geo import GEO_TAG_CODES
 from virtualizarr_fill.tiff.metadata import ArrayAttributes, array_attributes
 from virtualizarr_fill.tiff.stored_tags import CachedRange, ifd_key
 
@@ -57,7 +59,7 @@ def describe_band(
     tags.check_unreadable_tags(page, source)
     key: Hashable | None = None
     if cached_range is not None and caches.ENABLED:
-        stored = ifd_key(page, cached_range, head)
+        stored = ifd_key(page, cached_range, head, ignore=GEO_TAG_CODES)
         key = None if stored is None else (stored, on_out_of_range)
         known = _descriptions.get(key)
         if known is not None:

@@ -290,6 +290,8 @@ _GEO_TAGS = (
     INTERGRAPH_MATRIX,
     _RPC_COEFFICIENTS,
 )
+#: The tags that only georeference an image (nothing else of the IFD depends on them).
+GEO_TAG_CODES = frozenset(_GEO_TAGS)
 #: Georeferences kept by the bytes of their tags.
 GEOREFERENCE_CACHE_SIZE = 256
 _georeferences: caches.ResultCache[Georeference] = caches.ResultCache(GEOREFERENCE_CACHE_SIZE)
@@ -429,6 +431,7 @@ def spatial_ref_attributes(geo: Georeference) -> dict[str, Any]:
 
 
 __all__ = [
+    "GEO_TAG_CODES",
     "Affine",
     "Georeference",
     "clear_cache",

@@ -70,14 +70,21 @@ def raw_tags_key(
     return tuple(key)
 
 
-def ifd_key(page: TiffPage, cached_range: CachedRange, head: bytes | memoryview) -> Hashable | None:
-    """Every tag of ``page`` as the file stores it, segment offsets and byte counts by
-    field type and count only; None as for :func:`raw_tags_key`. ``head`` is the start
-    of the file as fetched (``StoreFile.first_block``), where values are sliced from
-    directly; ``cached_range`` serves the others.
+def ifd_key(
+    page: TiffPage,
+    cached_range: CachedRange,
+    head: bytes | memoryview,
+    ignore: frozenset[int] = frozenset(),
+) -> Hashable | None:
+    """Every tag of ``page`` as the file stores it but those in ``ignore``, segment
+    offsets and byte counts by field type and count only; None as for
+    :func:`raw_tags_key`. ``head`` is the start of the file as fetched
+    (``StoreFile.first_block``), where values are sliced from directly;
+    ``cached_range`` serves the others.
 
-    Two IFDs with the same key are the same image but for where their segments lie:
-    everything tifffile derives for the page, besides those, follows from these bytes,
+    Two IFDs with the same key are the same image but for where their segments lie
+    (and the ``ignore`` tags): everything tifffile derives for the page from the other
+    tags follows from these bytes,
     the file layout and, for pages after the first, the file-wide flags of the formats
     whose later pages tifffile reads differently (LSM, Vista, Philips and Indica files;
     the parser never asks for EER super-resolution, the one other file-wide input).
@@ -92,6 +99,8 @@ def ifd_key(page: TiffPage, cached_range: CachedRange, head: bytes | memoryview)
     available = len(head)
     for tag in values:
         code, dtype, count = tag.code, tag.dtype, tag.count
+        if code in ignore:
+            continue
         entries += (code, dtype, count)
         if code in SEGMENT_TAGS:
             continue
