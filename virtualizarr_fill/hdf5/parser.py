@@ -237,6 +237,7 @@ class HDF5Parser:
         """Parse the file at ``url`` (resolved through ``registry``) into a ManifestStore."""
         url = validate_and_normalize_path_to_uri(url)
         session = _FileSession(registry, self.reader_options)
+        root: GroupNode | None = None
         try:
             file, reader = session.open(url)
             walker = _Walker(url, session, file, self._refuse)
@@ -255,6 +256,8 @@ class HDF5Parser:
             )
             group = self._manifest_group(node, namer, context, walker)
         finally:
+            if root is not None:
+                root.release()
             session.close()
         return FileManifestStore(group, registry=registry, url=url)
 
