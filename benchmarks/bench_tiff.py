@@ -22,10 +22,12 @@ first IFD's tags and GeoTIFF keys (every tifffile-based parser pays it before bu
 any Zarr metadata), and ``open_virtual_dataset`` is the whole call a user makes with
 ``TIFFParser()`` (parse plus VirtualiZarr building the xarray Dataset).
 
-Every file is parsed repeatedly, so the parser's result caches (georeferences, coordinate
-arrays and attributes kept by the contents of their tags, :mod:`virtualizarr_fill.tiff.caches`)
-serve repetitions after the first, as they serve the files of a time series on one grid;
-``--no-result-caches`` measures files that share none of these.
+Every file is parsed repeatedly, so the parser's result caches (band descriptions,
+georeferences, coordinate arrays and attributes kept by the contents of their tags,
+:mod:`virtualizarr_fill.tiff.caches`) serve repetitions after the first, as they serve
+the files of a time series on one grid; ``--new-placement`` forgets the georeferences
+and coordinates before each parse (the scenes of one product, each placed elsewhere),
+and ``--no-result-caches`` measures files that share none of these.
 
 Run: ``python benchmarks/bench_tiff.py`` (``--repeat N``, ``--no-corpus``). ``--profile N``
 instead runs N first-image and N every-IFD parses of each generated file under cProfile
@@ -51,7 +53,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 from virtualizarr_fill.io import CountingStore
-from virtualizarr_fill.tiff import TIFFParser, caches
+from virtualizarr_fill.tiff import TIFFParser, arrays, caches, geo
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -142,10 +144,21 @@ def corpus_files_virtual_tiff_reads() -> list[Path]:
     return [Path(p) for p in json.loads(result.stdout.strip().splitlines()[-1])]
 
 
+#: Called before every timed parse (``--new-placement``), outside the timing.
+BEFORE_EACH_PARSE: Callable[[], None] | None = None
+
+
+def _forget_placement() -> None:
+    geo.clear_cache()
+    arrays.clear_kept_arrays()
+
+
 def _measure_once(parser: Callable[[str, Any], Any], path: Path) -> tuple[float, int, int]:
     """Seconds, requests and bytes of one parse through a counting store."""
     counting = CountingStore(LocalStore())
     registry = ObjectStoreRegistry({"file://": counting})
+    if BEFORE_EACH_PARSE is not None:
+        BEFORE_EACH_PARSE()
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -332,9 +345,18 @@ def main() -> None:
         help="derive georeferences, coordinates and attributes afresh on every parse (as "
         "for an archive whose files share none), instead of reusing them by tag contents",
     )
+    parser.add_argument(
+        "--new-placement",
+        action="store_true",
+        help="forget georeferences and coordinate arrays before each parse (as for the "
+        "scenes of one product, each placed elsewhere); the other result caches stay",
+    )
     args = parser.parse_args()
     if args.no_result_caches:
         caches.ENABLED = False
+    if args.new_placement:
+        global BEFORE_EACH_PARSE
+        BEFORE_EACH_PARSE = _forget_placement
     with tempfile.TemporaryDirectory() as tmp:
         cog, strips = Path(tmp) / "cog_1000_float32_deflate.tif", Path(tmp) / "strips_150_rps10.tif"
         make_cog(cog)

@@ -210,6 +210,11 @@ def kept_arrays(
     return {name: copied_array(array) for name, array in known.items()}
 
 
+def clear_kept_arrays() -> None:
+    """Forget the arrays kept by :func:`kept_arrays`."""
+    _kept.clear()
+
+
 def clear_caches() -> None:
     """Forget every validated metadata and every cached result of the TIFF parser
     (:mod:`.caches`), for tests and memory-bound processes."""
