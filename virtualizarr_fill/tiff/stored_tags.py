@@ -52,22 +52,33 @@ def raw_tags_key(
     tags = page.tags
     if len(tags) != len(tags.keys()):  # repeated codes: leave them to tifffile
         return None
-    sizes = _field_sizes()
     key = _file_layout(page)
     for code in codes:
         tag = tags.get(code)
         if tag is None:
             key.append(None)
             continue
-        size = sizes.get(tag.dtype)
-        offset = tag.valueoffset
-        if size is None or offset < 8:
-            return None
-        raw = cached_range(offset, tag.count * size)
+        raw = _stored_value(tag, cached_range)
         if raw is None:
             return None
-        key.append((int(tag.dtype), tag.count, raw))
+        key.append((int(tag.dtype), tag.count, bytes(raw)))
     return tuple(key)
+
+
+def _stored_value(
+    tag: Any, cached_range: CachedRange, head: bytes | memoryview = b""
+) -> bytes | memoryview | None:
+    """The value bytes of ``tag`` as the file stores them: sliced from ``head`` (the
+    start of the file as fetched) where they lie in it, else from ``cached_range``; None
+    for an unknown field type, an impossible offset or bytes not yet fetched."""
+    size = _field_sizes().get(tag.dtype)
+    offset = tag.valueoffset
+    if size is None or offset < 8:
+        return None
+    end = offset + tag.count * size
+    if end <= len(head):
+        return head[offset:end]
+    return cached_range(offset, tag.count * size)
 
 
 def ifd_key(
@@ -84,8 +95,8 @@ def ifd_key(
 
     Two IFDs with the same key are the same image but for where their segments lie
     (and the ``ignore`` tags): everything tifffile derives for the page from the other
-    tags follows from these bytes,
-    the file layout and, for pages after the first, the file-wide flags of the formats
+    tags follows from these bytes, the file layout and, for pages after the first, the
+    file-wide flags of the formats
     whose later pages tifffile reads differently (LSM, Vista, Philips and Indica files;
     the parser never asks for EER super-resolution, the one other file-wide input).
     """
@@ -93,26 +104,16 @@ def ifd_key(
     values = tags.values()
     if len(values) != len(tags.keys()):
         return None
-    sizes = _field_sizes()
     entries: list[int] = []
     stored: list[bytes | memoryview] = []
-    available = len(head)
     for tag in values:
-        code, dtype, count = tag.code, tag.dtype, tag.count
+        code = tag.code
         if code in ignore:
             continue
-        entries += (code, dtype, count)
+        entries += (code, tag.dtype, tag.count)
         if code in SEGMENT_TAGS:
             continue
-        size = sizes.get(dtype)
-        offset = tag.valueoffset
-        if size is None or offset < 8:
-            return None
-        end = offset + count * size
-        if end <= available:
-            stored.append(head[offset:end])
-            continue
-        raw = cached_range(offset, count * size)
+        raw = _stored_value(tag, cached_range, head)
         if raw is None:
             return None
         stored.append(raw)

@@ -162,19 +162,23 @@ _ESSENTIAL_TAGS = {
 }
 
 
+def _read_at(page: TiffPage, offset: int, size: int) -> bytes:
+    """``size`` bytes of the page's file at ``offset``, leaving tifffile's position."""
+    handle = page.parent.filehandle
+    position = handle.tell()
+    try:
+        handle.seek(offset)
+        return handle.read(size)  # type: ignore[no-any-return]
+    finally:
+        handle.seek(position)
+
+
 def _ifd_tag_codes(page: TiffPage) -> list[int]:
     """Tag codes listed in the page's IFD, read from its entries (tifffile keeps only the
     tags it could decode, with no record of the others)."""
     tiff = page.parent.tiff
-    handle = page.parent.filehandle
-    position = handle.tell()
-    try:
-        handle.seek(page.offset)
-        head = handle.read(tiff.tagnosize)
-        (count,) = struct.unpack(tiff.tagnoformat, head)
-        entries = handle.read(tiff.tagsize * min(int(count), 4096))
-    finally:
-        handle.seek(position)
+    (count,) = struct.unpack(tiff.tagnoformat, _read_at(page, page.offset, tiff.tagnosize))
+    entries = _read_at(page, page.offset + tiff.tagnosize, tiff.tagsize * min(int(count), 4096))
     # The code is the first two bytes of each entry (entries are 12 or 20 bytes long).
     codes = np.frombuffer(entries, dtype=f"{page.parent.byteorder}u2", count=len(entries) // 2)
     return codes[:: tiff.tagsize // 2].tolist()  # type: ignore[no-any-return]
@@ -183,13 +187,7 @@ def _ifd_tag_codes(page: TiffPage) -> list[int]:
 def _ifd_tag_count(page: TiffPage) -> int | None:
     """The number of entries the page's IFD lists (None when it cannot be read)."""
     tiff = page.parent.tiff
-    handle = page.parent.filehandle
-    position = handle.tell()
-    try:
-        handle.seek(page.offset)
-        head = handle.read(tiff.tagnosize)
-    finally:
-        handle.seek(position)
+    head = _read_at(page, page.offset, tiff.tagnosize)
     if len(head) != tiff.tagnosize:
         return None
     return int(struct.unpack(tiff.tagnoformat, head)[0])
