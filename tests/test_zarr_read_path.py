@@ -434,6 +434,74 @@ def test_group_open_matches_zarrs(manifest_pipeline: None, hdf5_file: Path) -> N
         group["no such array"]
 
 
+def test_group_open_runs_here_and_matches_zarrs(
+    manifest_pipeline: None, hdf5_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``zarr.open_group`` of a ManifestStore opened read-only never hands the open to
+    zarr's event loop (refused here), and gives what zarr's own open gives, with or
+    without a zarr format; other modes still go to zarr."""
+    import zarr.core.sync
+
+    store = _local(HDF5Parser(), hdf5_file)
+    zarrs = read_path._zarr_open_group(store, mode="r")
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        for arg in args:
+            if asyncio.iscoroutine(arg):
+                arg.close()
+        raise AssertionError("handed to zarr's event loop")
+
+    with monkeypatch.context() as refusing:
+        refusing.setattr(zarr.core.sync, "sync", refuse)
+        refusing.setattr(zarr.api.synchronous, "sync", refuse)
+        opened = [zarr.open_group(store, mode="r", zarr_format=f) for f in (None, 3)]
+        with pytest.raises(AssertionError, match="event loop"):
+            zarr.open_group(store, mode="a")
+    for ours in opened:
+        assert ours.metadata == zarrs.metadata
+        assert ours.path == zarrs.path
+        assert type(ours.store) is type(zarrs.store)
+        assert dict(ours.attrs) == dict(zarrs.attrs)
+        assert sorted(ours.array_keys()) == sorted(zarrs.array_keys())
+    assert zarr.open_group is read_path.open_group is zarr.api.synchronous.open_group
+
+
+def test_array_opens_share_what_depends_on_metadata_and_configuration(
+    manifest_pipeline: None, hdf5_file: Path
+) -> None:
+    """Opens of one array share its chunk grid, configuration and pipeline, equal to
+    zarr's own open; each owns its metadata; a changed configuration or another store
+    over the same manifests opens anew."""
+    store = _local(HDF5Parser(), hdf5_file)
+    group = zarr.open_group(store, mode="r")
+    first, second = group["tiny_zlib"].async_array, group["tiny_zlib"].async_array
+    zarrs = asyncio.run(read_path._zarr_get_node_v3(store, "tiny_zlib"))
+    for opened in (first, second):
+        assert opened.metadata == zarrs.metadata
+        assert opened.config == zarrs.config
+        assert opened._chunk_grid == zarrs._chunk_grid
+        assert opened.store_path.path == zarrs.store_path.path
+        assert opened.store_path.store is group.store
+        assert list(opened.codec_pipeline) == list(zarrs.codec_pipeline)
+    assert second._chunk_grid is first._chunk_grid
+    assert second.codec_pipeline is first.codec_pipeline
+    assert second.metadata is not first.metadata
+    first.metadata.attributes["changed"] = 1
+    assert "changed" not in group["tiny_zlib"].metadata.attributes
+
+    with zarr.config.set({"array.order": "F"}):
+        in_f = group["tiny_zlib"].async_array
+        assert in_f.config == asyncio.run(read_path._zarr_get_node_v3(store, "tiny_zlib")).config
+    assert in_f.config.order == "F" and first.config.order == "C"
+    assert in_f.codec_pipeline is not first.codec_pipeline
+
+    other = ManifestStore(group=store._group, registry=store._registry)
+    elsewhere = zarr.open_group(other, mode="r")["tiny_zlib"]
+    assert elsewhere.async_array.store_path.store is other
+    _same(elsewhere[...], _h5(hdf5_file, "tiny_zlib"))
+    _same(group["tiny_zlib"][...], _h5(hdf5_file, "tiny_zlib"))
+
+
 def test_uninstall_restores_zarr(hdf5_file: Path) -> None:
     import zarr.core.array as zarr_array
     from zarr.core.group import Group
@@ -442,6 +510,7 @@ def test_uninstall_restores_zarr(hdf5_file: Path) -> None:
     try:
         assert zarr_array._get_selection is read_path._zarr_get_selection
         assert Group.__getitem__ is read_path._zarr_group_getitem
+        assert zarr.open_group is read_path._zarr_open_group
         with read_pipeline.use_manifest_pipeline():
             group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
             _same(group["tiny_raw"][...], _h5(hdf5_file, "tiny_raw"))
