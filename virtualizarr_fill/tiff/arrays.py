@@ -28,6 +28,7 @@ from virtualizarr_fill.zarr_metadata import (
     CHUNK_KEY_ENCODING,
     TEMPLATE_CACHE_SIZE,
     copy_with_attributes,
+    json_copy,
     zarr_data_type,
 )
 
@@ -69,7 +70,7 @@ def copied_array(array: ManifestArray) -> ManifestArray:
     """A ManifestArray sharing ``array``'s manifest and validated metadata fields, with
     its own copy of the attributes (so that changing one array's attributes leaves the
     other's alone)."""
-    metadata = copy_with_attributes(array.metadata, caches.json_copy(array.metadata.attributes))
+    metadata = copy_with_attributes(array.metadata, json_copy(array.metadata.attributes))
     if not _ARRAY_STATE_IS_METADATA_AND_MANIFEST:
         return ManifestArray(metadata=metadata, chunkmanifest=array.manifest)
     # ``array`` passed ManifestArray's checks with the same manifest, grid and class;

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any
 
 #: Whether the result caches are consulted and filled.
 ENABLED = True
@@ -30,19 +29,6 @@ def clear_all() -> None:
     """Forget every cached result."""
     for clear in _clearers:
         clear()
-
-
-_CONTAINERS = frozenset({dict, list})
-
-
-def json_copy(value: Any) -> Any:
-    """A copy of the dicts and lists in a JSON-like value (scalars are immutable), for
-    handing out a cached result the caller may change."""
-    if type(value) is dict:
-        return {k: json_copy(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
-    if type(value) is list:
-        return [json_copy(v) if type(v) in _CONTAINERS else v for v in value]
-    return value
 
 
 class ResultCache[Result]:
@@ -84,4 +70,4 @@ class ResultCache[Result]:
         return len(self._entries)
 
 
-__all__ = ["ENABLED", "ResultCache", "clear_all", "json_copy", "register"]
+__all__ = ["ENABLED", "ResultCache", "clear_all", "register"]

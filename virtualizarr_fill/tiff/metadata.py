@@ -25,6 +25,7 @@ import numpy as np
 from virtualizarr_fill.fill.tiff import GDAL_NODATA_ATTR, consolidate_tiff_fill
 from virtualizarr_fill.tiff import caches
 from virtualizarr_fill.tiff.stored_tags import CachedRange, raw_tags_key
+from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
     from tifffile import TiffPage
@@ -227,11 +228,9 @@ _TEXT_TAGS = (GDAL_METADATA_TAG, GDAL_NODATA_TAG)
 
 def _copied(attributes: ArrayAttributes) -> ArrayAttributes:
     """A copy whose dictionaries and lists the caller may change."""
-    fill = dataclasses.replace(
-        attributes.fill, attributes=caches.json_copy(attributes.fill.attributes)
-    )
+    fill = dataclasses.replace(attributes.fill, attributes=json_copy(attributes.fill.attributes))
     return ArrayAttributes(
-        attributes=caches.json_copy(attributes.attributes), fill=fill, reusable=attributes.reusable
+        attributes=json_copy(attributes.attributes), fill=fill, reusable=attributes.reusable
     )
 
 

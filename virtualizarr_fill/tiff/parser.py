@@ -60,6 +60,7 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_group,
 )
 from virtualizarr_fill.tiff.band import describe_band
+from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
@@ -287,7 +288,7 @@ def _image_array(
         chunk_grid=decision.chunk_grid,
         fill_value=attrs.fill.fill_value,
         codecs=decision.codecs,
-        attributes=caches.json_copy(attrs.attributes) | extra_attributes,
+        attributes=json_copy(attrs.attributes) | extra_attributes,
         dimension_names=("band", "y", "x"),
     )
     if collecting():
