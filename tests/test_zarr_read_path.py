@@ -312,6 +312,82 @@ def test_tiff_fixtures_equal_tifffile(
     np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
 
 
+#: Uncompressed strips one after the other, more than make a block read.
+CONTIGUOUS_STRIPS = [
+    "strips_many_short_f8_none",  # short last strip: a prefix of a whole one
+    "strips_many_padded_u2_none",  # padded last strip: regular grid
+    "strips_many_short_be_i2_none",  # big-endian: swapped in the output
+    "strips_many_short_rgb_none",  # pixel-interleaved: transposed, never in place
+]
+STRIP_SELECTIONS: list[Any] = [
+    Ellipsis,
+    (0, slice(0, 64)),  # whole strips from the first
+    (0, slice(0, 63)),  # ends inside a strip
+    (0, slice(5, 80)),  # starts inside one
+    (0, slice(None), slice(3, 30)),  # part of each row
+    (0, 17),  # one row: one strip, read on its own
+]
+
+
+@pytest.fixture(scope="module")
+def contiguous_strips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("contiguous_strips")
+    return make_tiff_fixtures.write_fixtures(directory, CONTIGUOUS_STRIPS)
+
+
+@pytest.mark.parametrize("selection", STRIP_SELECTIONS, ids=range(len(STRIP_SELECTIONS)))
+@pytest.mark.parametrize("name", CONTIGUOUS_STRIPS)
+def test_contiguous_strips_equal_tifffile(
+    manifest_pipeline: None,
+    only_this_module: None,
+    contiguous_strips: dict[str, Path],
+    name: str,
+    selection: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Strips laid one after the other are read as one range, straight into the output
+    where it is the start of their bytes in its order; the values are tifffile's."""
+    path = contiguous_strips[name]
+    in_place: list[int] = []
+    original = read_path.read_into
+
+    def counting(store: Any, key: str, start: int, buffer: np.ndarray) -> bool:
+        in_place.append(buffer.nbytes)
+        return original(store, key, start, buffer)
+
+    monkeypatch.setattr(read_path, "read_into", counting)
+    array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+    assert array.cdata_shape[1] >= read_path.BLOCK_MIN_CHUNKS
+    expected = _tiff(path)
+    np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
+    if selection == (0, 17):
+        return
+    assert in_place, "one range read, not a range per strip"
+    if selection in STRIP_SELECTIONS[:3] and "rgb" not in name:
+        # the output's own bytes, read from the first strip's offset
+        assert in_place == [expected[selection].nbytes]
+
+
+@pytest.mark.parametrize("name", CONTIGUOUS_STRIPS)
+def test_contiguous_strips_from_another_store(
+    manifest_pipeline: None, contiguous_strips: dict[str, Path], name: str
+) -> None:
+    """The one range of a store that is not a local file is fetched by the store (and
+    padded to whole strips in memory)."""
+    from obstore.store import MemoryStore as ObstoreMemory
+
+    path = contiguous_strips[name]
+    memory = ObstoreMemory()
+    memory.put("strips.tif", path.read_bytes())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = TIFFParser()("memory:///strips.tif", ObjectStoreRegistry({"memory://": memory}))
+    array = zarr.open_group(store, mode="r")["band_data"]
+    expected = _tiff(path)
+    for selection in STRIP_SELECTIONS:
+        np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
+
+
 @pytest.mark.parametrize("threaded", [False, True])
 def test_several_files_rectilinear_truncate_and_crop(
     manifest_pipeline: None,

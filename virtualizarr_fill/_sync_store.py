@@ -182,6 +182,30 @@ def get_ranges(store: Any, path: str, starts: list[int], ends: list[int]) -> lis
     return store.get_ranges(path, starts=starts, ends=ends)  # type: ignore[no-any-return]
 
 
+def read_into(store: Any, path: str, start: int, buffer: Any) -> bool:
+    """Fill ``buffer`` (a NumPy ``uint8`` array) from ``start`` of a file of an obstore
+    ``LocalStore`` with ``os.preadv``; False, and nothing read, for other stores, or
+    when the file cannot be read or is shorter.
+
+    A large range read into a new ``bytes`` object and then copied costs several times
+    the read itself (the copy touches fresh pages twice)."""
+    if not isinstance(store, LocalStore) or not hasattr(os, "preadv"):
+        return False
+    local = _local_path(store, path)
+    if local is None:
+        return False
+    try:
+        descriptor = os.open(local, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return os.preadv(descriptor, [memoryview(buffer).cast("B")], start) == buffer.nbytes
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+
+
 def _pread(local: str, starts: list[int], ends: list[int]) -> list[bytes] | None:
     """The ranges of a local file; None if it cannot be opened, or a range is empty or
     runs past the file's end (obstore then reads, or reports the problem its own way)."""

@@ -42,13 +42,14 @@ loop (or VirtualiZarr's ManifestStore reads whole batches itself).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import itertools
 import math
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 import zarr
@@ -72,18 +73,21 @@ from zarr.storage._common import StorePath
 from zarr.storage._utils import _join_paths
 
 from virtualizarr_fill import read_pipeline
-from virtualizarr_fill._sync_store import deepest_node, metadata_node
+from virtualizarr_fill._sync_store import _resolve, deepest_node, metadata_node, read_into
 from virtualizarr_fill._vz_adapter import ZARR_RANGE
 from virtualizarr_fill.read_pipeline import (
     PIPELINE_PATH,
     ManifestCodecPipeline,
     _fetch_and_decode,
     _pieces,
+    _Plan,
     _plan,
     _pool,
     plan_entries,
+    plan_located,
     read_planned,
 )
+from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
     from zarr.abc.codec import CodecPipeline
@@ -91,8 +95,6 @@ if TYPE_CHECKING:
     from zarr.core.chunk_grids import ChunkGrid
     from zarr.core.indexing import ChunkDimProjection, Indexer
     from zarr.core.metadata import ArrayMetadata
-
-    from virtualizarr_fill.read_pipeline import _Plan
 
 #: Decoded chunk size up to which a read of many chunks is assembled from one array of
 #: whole chunks (one copy into the output for all of them); larger chunks are copied
@@ -468,7 +470,7 @@ class _ParsedNode:
     def fresh_metadata(self) -> Any:
         """A copy of the parsed metadata with attributes of its own."""
         fresh = copy.copy(self.metadata)
-        object.__setattr__(fresh, "attributes", copy.deepcopy(self.metadata.attributes))
+        object.__setattr__(fresh, "attributes", json_copy(self.metadata.attributes))
         return fresh
 
 
@@ -566,7 +568,7 @@ async def _read(
     manifest: Any = node.manifest
     ndim = len(metadata.shape)
     batch: Sequence[Any]
-    if isinstance(indexer, BasicIndexer):
+    if isinstance(indexer, BasicIndexer) or _slices_and_integers(indexer):
         grids = chunk_grid._dimensions
         ranges = _step_one_ranges(indexer)
         if ranges is not None and math.prod(len(r) for r in ranges) >= BLOCK_MIN_CHUNKS:
@@ -582,7 +584,7 @@ async def _read(
         ]
         regular = all(isinstance(g, FixedDimension) for g in grids)
         batch = _Chunks(dims, spec_of(chunk_grid.chunk_shape) if regular else per_dim, spec_of)
-        plan = _plan_product(manifest, [[p.dim_chunk_ix for p in d] for d in dims])
+        plan = _plan_indices(manifest, [[p.dim_chunk_ix for p in d] for d in dims])
         drop_axes: tuple[int, ...] = ()
     else:
         projections = list(indexer)
@@ -624,7 +626,40 @@ def _plan_product(manifest: Any, indices: Sequence[Sequence[int]]) -> _Plan:
     return _plan(manifest, np.stack(np.meshgrid(*ix, indexing="ij"), axis=-1).reshape(-1, len(ix)))
 
 
-def _step_one_ranges(indexer: BasicIndexer) -> list[range] | None:
+def _plan_indices(manifest: Any, indices: list[list[int]]) -> _Plan:
+    """:func:`_plan_product`, by :func:`_plan_ranges` where each dimension's indices
+    are consecutive."""
+    ranges = [range(ix[0], ix[-1] + 1) if ix else range(0) for ix in indices]
+    if all(len(r) == len(ix) and list(r) == ix for r, ix in zip(ranges, indices, strict=True)):
+        return _plan_ranges(manifest, ranges)
+    return _plan_product(manifest, indices)
+
+
+def _plan_ranges(manifest: Any, ranges: list[range]) -> _Plan:
+    """:func:`_plan_product` of step-1 ranges: the manifest's arrays sliced, which costs
+    far less than indexing them with the grid indices of every chunk."""
+    count = math.prod(len(r) for r in ranges)
+    if count <= read_pipeline.FEW_CHUNKS or manifest._inlined or not manifest._paths.ndim:
+        return _plan_product(manifest, ranges)
+    where = tuple(slice(r.start, r.stop) for r in ranges)
+    return plan_located(
+        manifest._paths[where].reshape(-1),
+        manifest._offsets[where].reshape(-1),
+        manifest._lengths[where].reshape(-1),
+        {},
+    )
+
+
+def _slices_and_integers(indexer: Indexer) -> TypeGuard[OrthogonalIndexer]:
+    """An orthogonal selection of slices and integers only: a basic one (zarr's
+    ``Array.__getitem__`` reads every tuple of slices and integers, xarray's reads
+    among them, as an orthogonal selection)."""
+    return isinstance(indexer, OrthogonalIndexer) and all(
+        isinstance(dim, (IntDimIndexer, SliceDimIndexer)) for dim in indexer.dim_indexers
+    )
+
+
+def _step_one_ranges(indexer: BasicIndexer | OrthogonalIndexer) -> list[range] | None:
     """The grid indices of the chunks a basic selection of step-1 slices and integers
     reads, per dimension (every chunk in each range holds selected items); None for
     other selections."""
@@ -693,7 +728,7 @@ async def _read_blocks(
     manifest: Any,
     pipeline: ManifestCodecPipeline,
     layout: tuple[ArraySpec, dict[int, ArraySpec]],
-    indexer: BasicIndexer,
+    indexer: BasicIndexer | OrthogonalIndexer,
     ranges: list[range],
     target: np.ndarray[Any, Any],
     run: _Run,
@@ -704,10 +739,14 @@ async def _read_blocks(
     projections are not needed, nor built."""
     spec, short = layout
     chunk_shape = spec.shape
-    plan = _plan_product(manifest, ranges)
+    plan = _plan_ranges(manifest, ranges)
     counts = [len(r) for r in ranges]
+    selection, dropped = _block_selection(indexer, ranges, chunk_shape)
+    view = np.expand_dims(target, tuple(dropped)) if dropped else target
     items: list[Any] = [None] * math.prod(counts)  # the decoders need only the count
     if pipeline.raw is not None:
+        if await _read_in_place(store, pipeline, plan, spec, short, counts, selection, view, run):
+            return
         blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, run)
     else:
         blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
@@ -718,6 +757,13 @@ async def _read_blocks(
     whole = blocks.reshape(*counts, *chunk_shape)
     whole = whole.transpose([k for d in range(ndim) for k in (d, ndim + d)])
     whole = whole.reshape([n * c for n, c in zip(counts, chunk_shape, strict=True)])
+    view[...] = whole[tuple(selection)]  # converts a stored byte order to the native one
+
+
+def _block_selection(
+    indexer: BasicIndexer | OrthogonalIndexer, ranges: list[range], chunk_shape: tuple[int, ...]
+) -> tuple[list[slice], list[int]]:
+    """The selection within the whole chunks of ``ranges``, and the axes it drops."""
     selection = []
     dropped = []
     for axis, (dim_indexer, indices) in enumerate(zip(indexer.dim_indexers, ranges, strict=True)):
@@ -726,10 +772,80 @@ async def _read_blocks(
             start, stop = dim_indexer.dim_sel - first, dim_indexer.dim_sel - first + 1
             dropped.append(axis)
         else:
+            assert isinstance(dim_indexer, SliceDimIndexer)  # _step_one_ranges checked
             start, stop = dim_indexer.start - first, dim_indexer.stop - first
         selection.append(slice(start, stop))
-    view = np.expand_dims(target, tuple(dropped)) if dropped else target
-    view[...] = whole[tuple(selection)]  # converts a stored byte order to the native one
+    return selection, dropped
+
+
+async def _read_in_place(
+    store: ManifestStore,
+    pipeline: ManifestCodecPipeline,
+    plan: _Plan,
+    spec: ArraySpec,
+    short: dict[int, ArraySpec],
+    counts: list[int],
+    selection: list[slice],
+    view: np.ndarray[Any, Any],
+    run: _Run,
+) -> bool:
+    """Read the selection straight into the output when it is the start of the chunks'
+    bytes in a local file (:func:`_one_span`: chunks of plain numbers one after the
+    other, no transposes) in the output's own order; False, nothing read, otherwise.
+
+    That is reading an uncompressed strip TIFF or a stack of contiguous chunks whole
+    or by rows: one read, no buffer, no copy (a large buffer's fresh pages cost as
+    much as the read)."""
+    raw = pipeline.raw
+    assert raw is not None
+    if (
+        raw.inverse_orders
+        or pipeline.inner.bytes_bytes_codecs
+        or not view.flags.c_contiguous
+        or raw.view_dtype.newbyteorder("=") != view.dtype
+        or not _prefix_of_chunks(counts, spec.shape, selection)
+    ):
+        return False
+    count = math.prod(counts)
+    nbytes = math.prod(spec.shape) * raw.view_dtype.itemsize
+    span = _one_span(plan, count, nbytes, _short_prefix(raw, spec.shape, short, count))
+    if span is None:
+        return False
+    url, start, end = span
+    out = view.reshape(-1).view(np.uint8)
+    if out.nbytes > end - start:
+        return False
+    obj_store, path = _resolve(store._registry, url)
+    if run is _read_blocking or out.nbytes < read_pipeline.THREADED_BYTES:
+        done = read_into(obj_store, path, start, out)
+    else:  # a large read, on zarr's event loop: not there
+        loop = asyncio.get_running_loop()
+        done = await loop.run_in_executor(_pool(), read_into, obj_store, path, start, out)
+    if done and raw.view_dtype != view.dtype:
+        view.byteswap(inplace=True)
+    return done
+
+
+def _prefix_of_chunks(
+    counts: list[int], chunk_shape: tuple[int, ...], selection: list[slice]
+) -> bool:
+    """Whether ``selection`` of the whole chunks (each of ``chunk_shape``, ``counts``
+    of them per dimension, laid one after the other in C order) is the start of their
+    bytes in C order: chunks split one dimension only, every dimension before it is of
+    size 1, every one after it selected whole, and the selection starts at the first
+    chunk."""
+    split = [axis for axis, n in enumerate(counts) if n > 1]
+    if len(split) > 1:
+        return False
+    along = split[0] if split else 0
+    for axis, (size, part) in enumerate(zip(chunk_shape, selection, strict=True)):
+        if axis < along and size != 1:
+            return False
+        if axis > along and (part.start != 0 or part.stop != size):
+            return False
+        if axis == along and part.start != 0:
+            return False
+    return True
 
 
 async def _stored_blocks(
@@ -750,6 +866,15 @@ async def _stored_blocks(
     stored_shape = ab_spec.shape
     nbytes = math.prod(stored_shape) * raw.view_dtype.itemsize
     count = len(batch)
+    span = None
+    if not pipeline.inner.bytes_bytes_codecs:
+        span = _one_span(plan, count, nbytes, _short_prefix(raw, stored_shape, short, count))
+    if span is not None:
+        data = await _read_span(store, span, count * nbytes, run)
+        blocks = np.frombuffer(data, dtype=raw.view_dtype).reshape(count, *stored_shape)
+        for order in raw.inverse_orders:
+            blocks = blocks.transpose((0, *(1 + o for o in order)))
+        return blocks
     parts: list[Any] | np.ndarray[Any, Any]
     parts = [None] * count if count * nbytes <= JOIN_BYTES else np.empty((count, nbytes), np.uint8)
     await run(store, plan, batch, pipeline.stored_bytes_decoder(parts, spec, short))
@@ -762,6 +887,72 @@ async def _stored_blocks(
     for order in raw.inverse_orders:
         blocks = blocks.transpose((0, *(1 + o for o in order)))
     return blocks
+
+
+def _short_prefix(
+    raw: Any, stored_shape: tuple[int, ...], short: dict[int, ArraySpec], count: int
+) -> bool | None:
+    """For :func:`_one_span`: False without short chunks; True when the only one is the
+    last and its stored bytes are the start of a whole chunk's (it is shorter in one
+    stored dimension, all before it of size 1, as a TIFF's short last strip is); None
+    otherwise."""
+    if not short:
+        return False
+    own = short.get(count - 1)
+    if own is None or len(short) > 1:
+        return None
+    _, own_ab = resolve_aa_specs(raw.aa_codecs, own)
+    # C order: rows of a shorter outer dimension are a prefix (dimensions of size 1
+    # before it change nothing).
+    differ = [a for a, (o, w) in enumerate(zip(own_ab.shape, stored_shape, strict=True)) if o != w]
+    prefix = len(differ) == 1 and all(n == 1 for n in stored_shape[: differ[0]])
+    return True if prefix else None
+
+
+def _one_span(
+    plan: _Plan, count: int, nbytes: int, short_last: bool | None
+) -> tuple[str, int, int] | None:
+    """The one byte range of one file holding every chunk of ``plan`` one after the
+    other, each of ``nbytes``, but the last, which is shorter when ``short_last``
+    (:func:`_short_prefix`); None otherwise.
+
+    Uncompressed strips and tiles written one after the other (most uncompressed
+    TIFFs) are then read as one range and viewed as the whole chunks at once, instead
+    of each range handled on its own (most of the time of reading one such file)."""
+    if short_last is None or plan.inlined or plan.missing or len(plan.by_file) != 1:
+        return None
+    ((url, (items, starts, ends)),) = plan.by_file.items()
+    if len(items) != count or count < 2:
+        return None
+    for k in range(count - 1):
+        if ends[k] - starts[k] != nbytes or ends[k] != starts[k + 1]:
+            return None
+    last = ends[-1] - starts[-1]
+    if last != (nbytes if not short_last else last) or not 0 < last <= nbytes:
+        return None
+    if short_last and last == nbytes:
+        return None
+    return url, starts[0], ends[-1]
+
+
+async def _read_span(store: ManifestStore, span: tuple[str, int, int], size: int, run: _Run) -> Any:
+    """The bytes of ``span`` (one file's range) followed by zeros up to ``size``."""
+    url, start, end = span
+    buffer = np.empty(size, dtype=np.uint8)
+    buffer[end - start :] = 0
+    obj_store, path = _resolve(store._registry, url)
+    if read_into(obj_store, path, start, buffer[: end - start]):
+        return buffer
+    got: list[Any] = []
+
+    def keep(batch: Sequence[Any], chunks: Any, items: list[int]) -> None:
+        got.append(chunks[0])
+
+    await run(store, _Plan({url: ([0], [start], [end])}, {}, [], end - start), [None], keep)
+    if end - start == size:
+        return got[0]
+    buffer[: end - start] = np.frombuffer(got[0], dtype=np.uint8)
+    return buffer
 
 
 def install() -> None:

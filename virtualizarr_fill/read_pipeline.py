@@ -555,27 +555,44 @@ def _plan(manifest: Any, indices: np.ndarray[Any, Any]) -> _Plan:
     """Where the chunks at ``indices`` (one row each) are, from the manifest's arrays."""
     where = tuple(indices.T) if manifest._paths.ndim else ()
     count = len(indices)
-    paths = np.broadcast_to(manifest._paths[where], (count,))
-    offsets = np.broadcast_to(manifest._offsets[where], (count,)).astype(np.int64)
-    lengths = np.broadcast_to(manifest._lengths[where], (count,)).astype(np.int64)
-    present = paths != ""
     inlined: dict[int, bytes] = {}
     if manifest._inlined:
         for item, row in enumerate(indices.tolist()):
             data = manifest._inlined.get(tuple(row))
             if data is not None:
                 inlined[item] = data
-                present[item] = False
+    return plan_located(
+        np.broadcast_to(manifest._paths[where], (count,)),
+        np.broadcast_to(manifest._offsets[where], (count,)),
+        np.broadcast_to(manifest._lengths[where], (count,)),
+        inlined,
+    )
+
+
+def plan_located(
+    paths: np.ndarray[Any, Any],
+    offsets: np.ndarray[Any, Any],
+    lengths: np.ndarray[Any, Any],
+    inlined: dict[int, bytes],
+) -> _Plan:
+    """The plan of chunks whose manifest entries are given (one per item, in order)."""
+    offsets = offsets.astype(np.int64)
+    lengths = lengths.astype(np.int64)
+    present = paths != ""
+    for item in inlined:
+        present[item] = False
     missing = [i for i in np.flatnonzero(paths == "").tolist() if i not in inlined]
     by_file: dict[str, tuple[list[int], list[int], list[int]]] = {}
     items = np.flatnonzero(present)
     if len(items):
         urls = paths[items]
-        for url in np.unique(urls).tolist():
+        first = urls[0]
+        # Most reads are of one file: comparing with it is cheaper than sorting them.
+        for url in [first] if (urls == first).all() else np.unique(urls).tolist():
             same = urls == url
             mine = items if same.all() else items[same]
             starts = offsets[mine]
-            by_file[url] = (mine.tolist(), starts.tolist(), (starts + lengths[mine]).tolist())
+            by_file[str(url)] = (mine.tolist(), starts.tolist(), (starts + lengths[mine]).tolist())
     return _Plan(by_file, inlined, missing, int(lengths[items].sum()))
 
 
