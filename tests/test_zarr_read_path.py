@@ -70,6 +70,8 @@ HDF5_NAMES = [
     "tiny_3d",
     "large_chunks",
     "scalar",
+    "contiguous",
+    "contiguous_be",
     "compact",
 ]
 
@@ -141,6 +143,9 @@ def hdf5_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shuffle=True,
         )
         f.create_dataset("scalar", data=np.float32(-1.25))
+        # One chunk of plain numbers each: read straight into the output.
+        f.create_dataset("contiguous", data=rng.random((25, 17)))
+        f.create_dataset("contiguous_be", data=rng.integers(0, 60000, (19, 23)).astype(">u2"))
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)  # the bytes live in the object header: inlined
         space = h5py.h5s.create_simple((4, 6))
@@ -203,7 +208,9 @@ def test_whole_arrays_equal_h5py(
 
 
 @pytest.mark.parametrize("selection", SELECTIONS, ids=range(len(SELECTIONS)))
-@pytest.mark.parametrize("name", ["tiny_raw", "tiny_raw_be", "tiny_shuffle_zlib", "tiny_sparse_be"])
+@pytest.mark.parametrize(
+    "name", ["tiny_raw", "tiny_raw_be", "tiny_shuffle_zlib", "tiny_sparse_be", "contiguous_be"]
+)
 def test_selections_equal_h5py(
     manifest_pipeline: None, only_this_module: None, hdf5_file: Path, name: str, selection: Any
 ) -> None:
@@ -324,8 +331,9 @@ STRIP_SELECTIONS: list[Any] = [
     (0, slice(0, 64)),  # whole strips from the first
     (0, slice(0, 63)),  # ends inside a strip
     (0, slice(5, 80)),  # starts inside one
-    (0, slice(None), slice(3, 30)),  # part of each row
-    (0, 17),  # one row: one strip, read on its own
+    (0, slice(None), slice(3, 30)),  # part of each row: not one run
+    (0, 17),  # one row: one strip
+    (0, 40, slice(2, 9)),  # part of one row: one run
 ]
 
 
@@ -346,7 +354,7 @@ def test_contiguous_strips_equal_tifffile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Strips laid one after the other are read as one range, straight into the output
-    where it is the start of their bytes in its order; the values are tifffile's."""
+    where the selection is one run of their bytes; the values are tifffile's."""
     path = contiguous_strips[name]
     in_place: list[int] = []
     original = read_path.read_into
@@ -360,12 +368,48 @@ def test_contiguous_strips_equal_tifffile(
     assert array.cdata_shape[1] >= read_path.BLOCK_MIN_CHUNKS
     expected = _tiff(path)
     np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
-    if selection == (0, 17):
-        return
-    assert in_place, "one range read, not a range per strip"
-    if selection in STRIP_SELECTIONS[:3] and "rgb" not in name:
-        # the output's own bytes, read from the first strip's offset
+    one_run = selection != (0, slice(None), slice(3, 30))
+    if "rgb" not in name and one_run:
+        # the output's own bytes, read from the file
         assert in_place == [expected[selection].nbytes]
+    elif "rgb" in name and selection not in STRIP_SELECTIONS[-2:]:
+        assert in_place, "one range read, not a range per strip"
+
+
+@pytest.mark.parametrize(
+    ("name", "selection"),
+    [
+        ("contiguous", Ellipsis),
+        ("contiguous", (slice(0, 9), slice(None))),
+        ("contiguous", 4),
+        ("contiguous", (7, slice(3, 11))),
+        ("contiguous", (slice(2, 5), slice(None))),
+        ("contiguous_be", Ellipsis),
+        ("contiguous_be", (slice(None, 7),)),
+    ],
+)
+def test_one_chunk_of_plain_numbers_read_in_place(
+    manifest_pipeline: None,
+    only_this_module: None,
+    hdf5_file: Path,
+    name: str,
+    selection: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A contiguous dataset (one chunk) read by whole rows, or part of one, is read into
+    the output itself, swapped there when stored big-endian; the values are h5py's."""
+    in_place: list[int] = []
+    original = read_path.read_into
+
+    def counting(store: Any, key: str, start: int, buffer: np.ndarray) -> bool:
+        in_place.append(buffer.nbytes)
+        return original(store, key, start, buffer)
+
+    monkeypatch.setattr(read_path, "read_into", counting)
+    array = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")[name]
+    expected = _h5(hdf5_file, name)[selection]
+    _same(array[selection], expected)
+    assert in_place == [expected.nbytes]
 
 
 @pytest.mark.parametrize("name", CONTIGUOUS_STRIPS)

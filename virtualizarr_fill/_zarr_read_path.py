@@ -571,13 +571,19 @@ async def _read(
     if isinstance(indexer, BasicIndexer) or _slices_and_integers(indexer):
         grids = chunk_grid._dimensions
         ranges = _step_one_ranges(indexer)
-        if ranges is not None and math.prod(len(r) for r in ranges) >= BLOCK_MIN_CHUNKS:
+        many = ranges is not None and math.prod(len(r) for r in ranges) >= BLOCK_MIN_CHUNKS
+        if ranges is not None and (many or _plain_numbers(pipeline)):
             layout = _block_layout(grids, ranges, spec_of)
-            if layout is not None and (
-                math.prod(layout[0].shape) * target.itemsize <= BLOCK_CHUNK_BYTES
-            ):
-                await _read_blocks(store, manifest, pipeline, layout, indexer, ranges, target, run)
-                return
+            if layout is not None:
+                if await _read_in_place(
+                    store, manifest, pipeline, layout, indexer, ranges, target, run
+                ):
+                    return
+                if many and math.prod(layout[0].shape) * target.itemsize <= BLOCK_CHUNK_BYTES:
+                    await _read_blocks(
+                        store, manifest, pipeline, layout, indexer, ranges, target, run
+                    )
+                    return
         dims = [list(d) for d in indexer.dim_indexers]
         per_dim = [
             [g.chunk_size(p.dim_chunk_ix) for p in dim] for g, dim in zip(grids, dims, strict=True)
@@ -745,8 +751,6 @@ async def _read_blocks(
     view = np.expand_dims(target, tuple(dropped)) if dropped else target
     items: list[Any] = [None] * math.prod(counts)  # the decoders need only the count
     if pipeline.raw is not None:
-        if await _read_in_place(store, pipeline, plan, spec, short, counts, selection, view, run):
-            return
         blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, run)
     else:
         blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
@@ -778,34 +782,47 @@ def _block_selection(
     return selection, dropped
 
 
+def _plain_numbers(pipeline: ManifestCodecPipeline) -> bool:
+    """Whether the chunks are stored as plain numbers in the array's own order (no
+    compression, no transposes): candidates for :func:`_read_in_place`."""
+    raw = pipeline.raw
+    return raw is not None and not raw.inverse_orders and not pipeline.inner.bytes_bytes_codecs
+
+
 async def _read_in_place(
     store: ManifestStore,
+    manifest: Any,
     pipeline: ManifestCodecPipeline,
-    plan: _Plan,
-    spec: ArraySpec,
-    short: dict[int, ArraySpec],
-    counts: list[int],
-    selection: list[slice],
-    view: np.ndarray[Any, Any],
+    layout: tuple[ArraySpec, dict[int, ArraySpec]],
+    indexer: BasicIndexer | OrthogonalIndexer,
+    ranges: list[range],
+    target: np.ndarray[Any, Any],
     run: _Run,
 ) -> bool:
-    """Read the selection straight into the output when it is the start of the chunks'
-    bytes in a local file (:func:`_one_span`: chunks of plain numbers one after the
-    other, no transposes) in the output's own order; False, nothing read, otherwise.
+    """Read a step-1 selection of chunks on a lattice (:func:`_block_layout`) straight
+    into ``target`` when it is one run of the chunks' bytes (:func:`_contiguous_offset`),
+    laid one after the other in one local file (:func:`_one_span`); False, nothing read,
+    otherwise.
 
-    That is reading an uncompressed strip TIFF or a stack of contiguous chunks whole
+    That is reading an uncompressed strip TIFF, or an HDF5 contiguous dataset, whole
     or by rows: one read, no buffer, no copy (a large buffer's fresh pages cost as
     much as the read)."""
     raw = pipeline.raw
-    assert raw is not None
+    spec, short = layout
+    selection, dropped = _block_selection(indexer, ranges, spec.shape)
+    view = np.expand_dims(target, tuple(dropped)) if dropped else target
+    counts = [len(r) for r in ranges]
     if (
-        raw.inverse_orders
-        or pipeline.inner.bytes_bytes_codecs
+        raw is None
+        or not _plain_numbers(pipeline)
         or not view.flags.c_contiguous
         or raw.view_dtype.newbyteorder("=") != view.dtype
-        or not _prefix_of_chunks(counts, spec.shape, selection)
     ):
         return False
+    offset = _contiguous_offset(counts, spec.shape, selection)
+    if offset is None:
+        return False
+    plan = _plan_ranges(manifest, ranges)
     count = math.prod(counts)
     nbytes = math.prod(spec.shape) * raw.view_dtype.itemsize
     span = _one_span(plan, count, nbytes, _short_prefix(raw, spec.shape, short, count))
@@ -813,7 +830,8 @@ async def _read_in_place(
         return False
     url, start, end = span
     out = view.reshape(-1).view(np.uint8)
-    if out.nbytes > end - start:
+    start += offset * raw.view_dtype.itemsize
+    if start + out.nbytes > end:
         return False
     obj_store, path = _resolve(store._registry, url)
     if run is _read_blocking or out.nbytes < read_pipeline.THREADED_BYTES:
@@ -826,26 +844,34 @@ async def _read_in_place(
     return done
 
 
-def _prefix_of_chunks(
+def _contiguous_offset(
     counts: list[int], chunk_shape: tuple[int, ...], selection: list[slice]
-) -> bool:
-    """Whether ``selection`` of the whole chunks (each of ``chunk_shape``, ``counts``
-    of them per dimension, laid one after the other in C order) is the start of their
-    bytes in C order: chunks split one dimension only, every dimension before it is of
-    size 1, every one after it selected whole, and the selection starts at the first
-    chunk."""
+) -> int | None:
+    """Where ``selection`` starts (in items) in the whole chunks laid one after the
+    other (``counts`` of ``chunk_shape`` per dimension, each in C order), when those
+    are the combined array in C order and the selection is one run of it; None
+    otherwise.
+
+    The chunks are the combined array when they split one dimension, every dimension
+    before it of size 1; a selection is one run when every dimension after its last
+    partly selected one is selected whole, and every one before it is one item."""
     split = [axis for axis, n in enumerate(counts) if n > 1]
-    if len(split) > 1:
-        return False
-    along = split[0] if split else 0
-    for axis, (size, part) in enumerate(zip(chunk_shape, selection, strict=True)):
-        if axis < along and size != 1:
-            return False
-        if axis > along and (part.start != 0 or part.stop != size):
-            return False
-        if axis == along and part.start != 0:
-            return False
-    return True
+    if len(split) > 1 or any(size != 1 for size in chunk_shape[: split[0] if split else 0]):
+        return None
+    extents = [n * size for n, size in zip(counts, chunk_shape, strict=True)]
+    partial = [
+        axis
+        for axis, (part, extent) in enumerate(zip(selection, extents, strict=True))
+        if part.start != 0 or part.stop != extent
+    ]
+    before = selection[: partial[-1]] if partial else []
+    if any(part.stop - part.start != 1 for part in before):
+        return None
+    offset, stride = 0, 1
+    for part, extent in zip(reversed(selection), reversed(extents), strict=True):
+        offset += part.start * stride
+        stride *= extent
+    return offset
 
 
 async def _stored_blocks(
@@ -922,7 +948,7 @@ def _one_span(
     if short_last is None or plan.inlined or plan.missing or len(plan.by_file) != 1:
         return None
     ((url, (items, starts, ends)),) = plan.by_file.items()
-    if len(items) != count or count < 2:
+    if len(items) != count:
         return None
     for k in range(count - 1):
         if ends[k] - starts[k] != nbytes or ends[k] != starts[k + 1]:
