@@ -73,6 +73,7 @@ HDF5_NAMES = [
     "contiguous",
     "contiguous_be",
     "compact",
+    "shuffle_after_fletcher32",
 ]
 
 
@@ -146,6 +147,15 @@ def hdf5_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # One chunk of plain numbers each: read straight into the output.
         f.create_dataset("contiguous", data=rng.random((25, 17)))
         f.create_dataset("contiguous_be", data=rng.integers(0, 60000, (19, 23)).astype(">u2"))
+        # Shuffle after a filter that changes the length: HDF5's own shuffle codec.
+        after = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        after.set_chunk((4, 5))
+        after.set_fletcher32()
+        after.set_shuffle()
+        after.set_deflate(1)
+        space = h5py.h5s.create_simple((9, 13))
+        h5py.h5d.create(f.id, b"shuffle_after_fletcher32", h5py.h5t.STD_I16LE, space, dcpl=after)
+        f["shuffle_after_fletcher32"][...] = rng.integers(-900, 900, (9, 13))
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)  # the bytes live in the object header: inlined
         space = h5py.h5s.create_simple((4, 6))
