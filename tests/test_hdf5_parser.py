@@ -36,6 +36,7 @@ from tests.test_hdf5_readback import (
 from virtualizarr_fill.errors import CorruptFileError, NotHDF5Error, UnsupportedFeatureError
 from virtualizarr_fill.hdf5 import HDF5Parser
 from virtualizarr_fill.hdf5.arrays import ArrayContext, DatasetRefused, Target, build_array
+from virtualizarr_fill.read_pipeline import use_manifest_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -148,6 +149,9 @@ def test_fletcher32_checksum_is_verified(fixtures: dict[str, Path], tmp_path: Pa
     broken_array = find_array(parse(broken).store, "/le_i2/fletcher32")
     assert broken_array is not None
     with pytest.raises(Exception, match=r"(?i)checksum"):
+        read_array(broken_array)
+    # the manifest read pipeline calls the checksum codec directly: it verifies too
+    with use_manifest_pipeline(), pytest.raises(Exception, match=r"(?i)checksum"):
         read_array(broken_array)
 
     first = tmp_path / "broken_first.h5"

@@ -453,6 +453,7 @@ def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int]
     needs, and inflating is deterministic, so the bytes are the same. Anything it
     refuses goes to the codec itself."""
     inflating = frozenset(k for k in range(len(bb_codecs)) if inflates_into_chunk(bb_codecs, k))
+    numcodecs = [_numcodec(codec) for codec in bb_codecs]
     last = len(bb_codecs) - 1
 
     def decode(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
@@ -463,12 +464,32 @@ def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int]
                 if inflated is not None:
                     data = inflated
                     continue
+            numcodec = numcodecs[k]
+            if buffer is None and numcodec is not None:
+                # what zarr's wrapper calls, without a Buffer on either side
+                data = numcodec.decode(np.frombuffer(data, dtype=np.uint8))
+                continue
             if buffer is None:
                 buffer = ab_spec.prototype.buffer.from_bytes(data)
             buffer = bb_codecs[k]._decode_sync(buffer, ab_spec)
         return data if buffer is None else buffer.as_numpy_array()
 
     return decode
+
+
+def _numcodec(codec: Any) -> Any:
+    """The numcodecs codec zarr's wrapper of a bytes->bytes numcodecs codec (checksums,
+    compressors) decodes with, or None for other codecs. Its decode takes the chunk's
+    bytes as a ``uint8`` array and returns bytes-like, as the wrapper's ``_decode_sync``
+    passes and takes them, so calling it directly skips a ``Buffer`` on either side
+    (most of the time of undoing a checksum of a small chunk)."""
+    try:
+        from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec
+    except ImportError:  # a zarr without the wrappers there: its own way
+        return None
+    if type(codec)._decode_sync is not _NumcodecsBytesBytesCodec._decode_sync:
+        return None
+    return codec._codec if isinstance(codec, _NumcodecsBytesBytesCodec) else None
 
 
 def _scatter(
