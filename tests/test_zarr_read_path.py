@@ -347,6 +347,20 @@ STRIP_SELECTIONS: list[Any] = [
 ]
 
 
+@pytest.fixture
+def in_place(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the buffers ranges of local files are read into with one call."""
+    sizes: list[int] = []
+    original = read_path.read_into
+
+    def counting(store: Any, key: str, start: int, buffer: np.ndarray) -> bool:
+        sizes.append(buffer.nbytes)
+        return original(store, key, start, buffer)
+
+    monkeypatch.setattr(read_path, "read_into", counting)
+    return sizes
+
+
 @pytest.fixture(scope="module")
 def contiguous_strips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     directory = tmp_path_factory.mktemp("contiguous_strips")
@@ -361,19 +375,11 @@ def test_contiguous_strips_equal_tifffile(
     contiguous_strips: dict[str, Path],
     name: str,
     selection: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    in_place: list[int],
 ) -> None:
     """Strips laid one after the other are read as one range, straight into the output
     where the selection is one run of their bytes; the values are tifffile's."""
     path = contiguous_strips[name]
-    in_place: list[int] = []
-    original = read_path.read_into
-
-    def counting(store: Any, key: str, start: int, buffer: np.ndarray) -> bool:
-        in_place.append(buffer.nbytes)
-        return original(store, key, start, buffer)
-
-    monkeypatch.setattr(read_path, "read_into", counting)
     array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
     assert array.cdata_shape[1] >= read_path.BLOCK_MIN_CHUNKS
     expected = _tiff(path)
@@ -404,18 +410,10 @@ def test_one_chunk_of_plain_numbers_read_in_place(
     hdf5_file: Path,
     name: str,
     selection: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    in_place: list[int],
 ) -> None:
     """A contiguous dataset (one chunk) read by whole rows, or part of one, is read into
     the output itself, swapped there when stored big-endian; the values are h5py's."""
-    in_place: list[int] = []
-    original = read_path.read_into
-
-    def counting(store: Any, key: str, start: int, buffer: np.ndarray) -> bool:
-        in_place.append(buffer.nbytes)
-        return original(store, key, start, buffer)
-
-    monkeypatch.setattr(read_path, "read_into", counting)
     array = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")[name]
     expected = _h5(hdf5_file, name)[selection]
     _same(array[selection], expected)

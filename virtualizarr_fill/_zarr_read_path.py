@@ -575,14 +575,11 @@ async def _read(
         if ranges is not None and (many or _plain_numbers(pipeline)):
             layout = _block_layout(grids, ranges, spec_of)
             if layout is not None:
-                if await _read_in_place(
-                    store, manifest, pipeline, layout, indexer, ranges, target, run
-                ):
+                lattice = _Lattice(store, manifest, pipeline, layout, indexer, ranges, target, run)
+                if await _read_in_place(lattice):
                     return
                 if many and math.prod(layout[0].shape) * target.itemsize <= BLOCK_CHUNK_BYTES:
-                    await _read_blocks(
-                        store, manifest, pipeline, layout, indexer, ranges, target, run
-                    )
+                    await _read_blocks(lattice)
                     return
         dims = [list(d) for d in indexer.dim_indexers]
         per_dim = [
@@ -729,32 +726,45 @@ def _block_layout(
     return spec_of(tuple(sizes)), short
 
 
-async def _read_blocks(
-    store: ManifestStore,
-    manifest: Any,
-    pipeline: ManifestCodecPipeline,
-    layout: tuple[ArraySpec, dict[int, ArraySpec]],
-    indexer: BasicIndexer | OrthogonalIndexer,
-    ranges: list[range],
-    target: np.ndarray[Any, Any],
-    run: _Run,
-) -> None:
+@dataclasses.dataclass(frozen=True)
+class _Lattice:
+    """A step-1 selection of chunks on a lattice (:func:`_block_layout`) to read into
+    ``target``: what :func:`_read_in_place` and :func:`_read_blocks` take."""
+
+    store: ManifestStore
+    manifest: Any
+    pipeline: ManifestCodecPipeline
+    layout: tuple[ArraySpec, dict[int, ArraySpec]]
+    indexer: BasicIndexer | OrthogonalIndexer
+    ranges: list[range]
+    target: np.ndarray[Any, Any]
+    run: _Run
+
+
+async def _read_blocks(lattice: _Lattice) -> None:
     """A step-1 basic selection of chunks on a lattice (:func:`_block_layout`): every
     chunk decoded into one array of whole chunks (in the order of the product of
     ``ranges``), its selected part copied into ``target`` at once. zarr's per-chunk
     projections are not needed, nor built."""
-    spec, short = layout
+    store, pipeline, indexer, ranges, target = (
+        lattice.store,
+        lattice.pipeline,
+        lattice.indexer,
+        lattice.ranges,
+        lattice.target,
+    )
+    spec, short = lattice.layout
     chunk_shape = spec.shape
-    plan = _plan_ranges(manifest, ranges)
+    plan = _plan_ranges(lattice.manifest, ranges)
     counts = [len(r) for r in ranges]
     selection, dropped = _block_selection(indexer, ranges, chunk_shape)
     view = np.expand_dims(target, tuple(dropped)) if dropped else target
     items: list[Any] = [None] * math.prod(counts)  # the decoders need only the count
     if pipeline.raw is not None:
-        blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, run)
+        blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, lattice.run)
     else:
         blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
-        await run(store, plan, items, pipeline.block_decoder(blocks, spec, short))
+        await lattice.run(store, plan, items, pipeline.block_decoder(blocks, spec, short))
         if plan.missing:
             blocks[plan.missing] = fill_value_or_default(spec)
     ndim = len(chunk_shape)
@@ -789,16 +799,7 @@ def _plain_numbers(pipeline: ManifestCodecPipeline) -> bool:
     return raw is not None and not raw.inverse_orders and not pipeline.inner.bytes_bytes_codecs
 
 
-async def _read_in_place(
-    store: ManifestStore,
-    manifest: Any,
-    pipeline: ManifestCodecPipeline,
-    layout: tuple[ArraySpec, dict[int, ArraySpec]],
-    indexer: BasicIndexer | OrthogonalIndexer,
-    ranges: list[range],
-    target: np.ndarray[Any, Any],
-    run: _Run,
-) -> bool:
+async def _read_in_place(lattice: _Lattice) -> bool:
     """Read a step-1 selection of chunks on a lattice (:func:`_block_layout`) straight
     into ``target`` when it is one run of the chunks' bytes (:func:`_contiguous_offset`),
     laid one after the other in one local file (:func:`_one_span`); False, nothing read,
@@ -807,9 +808,10 @@ async def _read_in_place(
     That is reading an uncompressed strip TIFF, or an HDF5 contiguous dataset, whole
     or by rows: one read, no buffer, no copy (a large buffer's fresh pages cost as
     much as the read)."""
+    pipeline, ranges, target = lattice.pipeline, lattice.ranges, lattice.target
     raw = pipeline.raw
-    spec, short = layout
-    selection, dropped = _block_selection(indexer, ranges, spec.shape)
+    spec, short = lattice.layout
+    selection, dropped = _block_selection(lattice.indexer, ranges, spec.shape)
     view = np.expand_dims(target, tuple(dropped)) if dropped else target
     counts = [len(r) for r in ranges]
     if (
@@ -822,7 +824,7 @@ async def _read_in_place(
     offset = _contiguous_offset(counts, spec.shape, selection)
     if offset is None:
         return False
-    plan = _plan_ranges(manifest, ranges)
+    plan = _plan_ranges(lattice.manifest, ranges)
     count = math.prod(counts)
     nbytes = math.prod(spec.shape) * raw.view_dtype.itemsize
     span = _one_span(plan, count, nbytes, _short_prefix(raw, spec.shape, short, count))
@@ -833,8 +835,8 @@ async def _read_in_place(
     start += offset * raw.view_dtype.itemsize
     if start + out.nbytes > end:
         return False
-    obj_store, path = _resolve(store._registry, url)
-    if run is _read_blocking or out.nbytes < read_pipeline.THREADED_BYTES:
+    obj_store, path = _resolve(lattice.store._registry, url)
+    if lattice.run is _read_blocking or out.nbytes < read_pipeline.THREADED_BYTES:
         done = read_into(obj_store, path, start, out)
     else:  # a large read, on zarr's event loop: not there
         loop = asyncio.get_running_loop()
