@@ -585,6 +585,7 @@ def test_group_open_runs_here_and_matches_zarrs(
         opened = [zarr.open_group(store, mode="r", zarr_format=f) for f in (None, 3)]
         with pytest.raises(AssertionError, match="event loop"):
             zarr.open_group(store, mode="a")
+    assert opened[0].store is store  # read-only and open: the open's kept parse
     for ours in opened:
         assert ours.metadata == zarrs.metadata
         assert ours.path == zarrs.path
@@ -592,6 +593,20 @@ def test_group_open_runs_here_and_matches_zarrs(
         assert dict(ours.attrs) == dict(zarrs.attrs)
         assert sorted(ours.array_keys()) == sorted(zarrs.array_keys())
     assert zarr.open_group is read_path.open_group is zarr.api.synchronous.open_group
+
+
+def test_group_opens_own_their_attributes(manifest_pipeline: None, hdf5_file: Path) -> None:
+    """Group opens share one parse of ``zarr.json`` but each may change its attributes
+    (as zarr's updates do in place) without touching the next; opens with a path, or
+    asking for consolidated metadata, are zarr's own."""
+    store = _local(HDF5Parser(), hdf5_file)
+    first = zarr.open_group(store, mode="r")
+    first.metadata.attributes["changed"] = 1
+    second = zarr.open_group(store, mode="r", zarr_format=3, use_consolidated=False)
+    assert "changed" not in second.metadata.attributes
+    assert second.metadata == read_path._zarr_open_group(store, mode="r").metadata
+    with pytest.raises(ValueError, match=r"(?i)consolidated"):
+        zarr.open_group(store, mode="r", use_consolidated=True)
 
 
 def test_array_opens_share_what_depends_on_metadata_and_configuration(
