@@ -88,7 +88,7 @@ from virtualizarr_fill.read_pipeline import (
     plan_located,
     read_planned,
 )
-from virtualizarr_fill.zarr_metadata import json_copy
+from virtualizarr_fill.zarr_metadata import copy_with_attributes, json_copy
 
 if TYPE_CHECKING:
     from zarr.abc.codec import CodecPipeline
@@ -498,8 +498,11 @@ class _ParsedNode:
 
     def fresh_metadata(self) -> Any:
         """A copy of the parsed metadata with attributes of its own."""
+        attributes = json_copy(self.metadata.attributes)
+        if isinstance(self.metadata, ArrayV3Metadata):
+            return copy_with_attributes(self.metadata, attributes)
         fresh = copy.copy(self.metadata)
-        object.__setattr__(fresh, "attributes", json_copy(self.metadata.attributes))
+        object.__setattr__(fresh, "attributes", attributes)
         return fresh
 
 
@@ -769,25 +772,30 @@ class _Lattice:
     target: np.ndarray[Any, Any]
     run: _Run
 
+    @functools.cached_property
+    def plan(self) -> _Plan:
+        """Where the chunks are (located once for both ways of reading them)."""
+        return _plan_ranges(self.manifest, self.ranges)
+
+    @functools.cached_property
+    def selection(self) -> tuple[list[slice], np.ndarray[Any, Any]]:
+        """The selection within the whole chunks, and ``target`` with the axes it drops
+        put back (size 1), so that the two have the same dimensions."""
+        selection, dropped = _block_selection(self.indexer, self.ranges, self.layout[0].shape)
+        view = np.expand_dims(self.target, tuple(dropped)) if dropped else self.target
+        return selection, view
+
 
 async def _read_blocks(lattice: _Lattice) -> None:
     """A step-1 basic selection of chunks on a lattice (:func:`_block_layout`): every
     chunk decoded into one array of whole chunks (in the order of the product of
     ``ranges``), its selected part copied into ``target`` at once. zarr's per-chunk
     projections are not needed, nor built."""
-    store, pipeline, indexer, ranges, target = (
-        lattice.store,
-        lattice.pipeline,
-        lattice.indexer,
-        lattice.ranges,
-        lattice.target,
-    )
+    store, pipeline, plan, target = lattice.store, lattice.pipeline, lattice.plan, lattice.target
     spec, short = lattice.layout
     chunk_shape = spec.shape
-    plan = _plan_ranges(lattice.manifest, ranges)
-    counts = [len(r) for r in ranges]
-    selection, dropped = _block_selection(indexer, ranges, chunk_shape)
-    view = np.expand_dims(target, tuple(dropped)) if dropped else target
+    counts = [len(r) for r in lattice.ranges]
+    selection, view = lattice.selection
     items: list[Any] = [None] * math.prod(counts)  # the decoders need only the count
     if pipeline.raw is not None:
         blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, lattice.run)
@@ -837,12 +845,11 @@ async def _read_in_place(lattice: _Lattice) -> bool:
     That is reading an uncompressed strip TIFF, or an HDF5 contiguous dataset, whole
     or by rows: one read, no buffer, no copy (a large buffer's fresh pages cost as
     much as the read)."""
-    pipeline, ranges, target = lattice.pipeline, lattice.ranges, lattice.target
+    pipeline = lattice.pipeline
     raw = pipeline.raw
     spec, short = lattice.layout
-    selection, dropped = _block_selection(lattice.indexer, ranges, spec.shape)
-    view = np.expand_dims(target, tuple(dropped)) if dropped else target
-    counts = [len(r) for r in ranges]
+    selection, view = lattice.selection
+    counts = [len(r) for r in lattice.ranges]
     if (
         raw is None
         or not _plain_numbers(pipeline)
@@ -853,10 +860,9 @@ async def _read_in_place(lattice: _Lattice) -> bool:
     offset = _contiguous_offset(counts, spec.shape, selection)
     if offset is None:
         return False
-    plan = _plan_ranges(lattice.manifest, ranges)
     count = math.prod(counts)
     nbytes = math.prod(spec.shape) * raw.view_dtype.itemsize
-    span = _one_span(plan, count, nbytes, _short_prefix(raw, spec.shape, short, count))
+    span = _one_span(lattice.plan, count, nbytes, _short_prefix(raw, spec.shape, short, count))
     if span is None:
         return False
     url, start, end = span
@@ -985,9 +991,7 @@ def _one_span(
         if ends[k] - starts[k] != nbytes or ends[k] != starts[k + 1]:
             return None
     last = ends[-1] - starts[-1]
-    if last != (nbytes if not short_last else last) or not 0 < last <= nbytes:
-        return None
-    if short_last and last == nbytes:
+    if not (0 < last < nbytes if short_last else last == nbytes):
         return None
     return url, starts[0], ends[-1]
 

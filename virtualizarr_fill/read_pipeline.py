@@ -477,19 +477,23 @@ def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int]
     return decode
 
 
+try:  # zarr's wrappers of numcodecs codecs (private: a zarr without them decodes its way)
+    from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec
+except ImportError:
+    _NumcodecsBytesBytesCodec = None  # type: ignore[assignment,misc]
+
+
 def _numcodec(codec: Any) -> Any:
     """The numcodecs codec zarr's wrapper of a bytes->bytes numcodecs codec (checksums,
     compressors) decodes with, or None for other codecs. Its decode takes the chunk's
     bytes as a ``uint8`` array and returns bytes-like, as the wrapper's ``_decode_sync``
     passes and takes them, so calling it directly skips a ``Buffer`` on either side
     (most of the time of undoing a checksum of a small chunk)."""
-    try:
-        from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec
-    except ImportError:  # a zarr without the wrappers there: its own way
+    if _NumcodecsBytesBytesCodec is None or not isinstance(codec, _NumcodecsBytesBytesCodec):
         return None
     if type(codec)._decode_sync is not _NumcodecsBytesBytesCodec._decode_sync:
-        return None
-    return codec._codec if isinstance(codec, _NumcodecsBytesBytesCodec) else None
+        return None  # a subclass that decodes its own way
+    return codec._codec
 
 
 def _scatter(
