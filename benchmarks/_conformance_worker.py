@@ -42,6 +42,27 @@ NO_ARRAYS = "no-arrays"
 NOT_APPLICABLE = "n/a"
 
 ARRAY_ORDER = (WRONG, READ_ERROR, OTHER_DTYPE, DROPPED, EXACT, NOT_COMPARED)
+# A file whose values are all exact but whose datasets lack attributes the file holds (a
+# dropped scale_factor, add_offset or units changes what xarray decodes).
+ATTRIBUTES_MISSING = "attributes-missing"
+
+#: Fill attributes, checked by their own measures (``fill-attr``), not by name.
+FILL_ATTRIBUTES = frozenset({"_FillValue", "missing_value"})
+
+#: Attributes netCDF-4 and the HDF5 dimension-scale API keep for their own bookkeeping,
+#: which netCDF readers (and so xarray) do not show: no tool is expected to keep them.
+BOOKKEEPING_ATTRIBUTES = frozenset(
+    {
+        "REFERENCE_LIST",
+        "CLASS",
+        "DIMENSION_LIST",
+        "NAME",
+        "_Netcdf4Dimid",
+        "_Netcdf4Coordinates",
+        "_nc3_strict",
+        "_NCProperties",
+    }
+)
 
 # Arrays larger than this are not read (the corpus has one 2 GiB mostly-unallocated array).
 MAX_COMPARE_BYTES = 512 * 2**20
@@ -198,6 +219,8 @@ class ArrayResult:
     dtype: str = ""
     fill_value: Any = None  # the tool's Zarr fill_value
     fill_attr: Any = None  # the tool's _FillValue attribute, decoded
+    # HDF5: attributes h5py reads from the dataset that the tool's array lacks
+    missing_attributes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -236,6 +259,15 @@ def _warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
         if line not in seen:
             seen.append(line)
     return seen[:50]
+
+
+def correct_outcome(result: dict[str, Any]) -> str:
+    """A checked file's outcome as a user reading it with xarray sees it: ``exact`` only
+    when every value is exact and no dataset lacks an attribute the file holds."""
+    outcome = result.get("outcome", "")
+    if outcome == EXACT and any(a.get("missing_attributes") for a in result.get("arrays", [])):
+        return ATTRIBUTES_MISSING
+    return outcome
 
 
 def file_outcome(arrays: list[ArrayResult]) -> str:
@@ -661,6 +693,35 @@ def _netcdf_variable_path(f: Any, path: str) -> str:
     return path
 
 
+def native_attribute_names(obj: Any) -> list[str]:
+    """The attributes of an h5py object a reader shows: every one h5py lists and can read,
+    netCDF/dimension-scale bookkeeping aside, and the fill attributes, which tools may
+    rightly move (to a Zarr fill_value) or drop (a sentinel the type cannot hold, a text
+    _FillValue xarray's Zarr backend refuses): the fill rows of the report judge those."""
+    names = []
+    for name in obj.attrs:
+        if name in BOOKKEEPING_ATTRIBUTES or name in FILL_ATTRIBUTES:
+            continue
+        try:
+            obj.attrs[name]
+        except Exception:
+            continue  # no tool could match what h5py cannot read
+        names.append(name)
+    return names
+
+
+def _missing_attributes(obj: Any, array: Any) -> list[str]:
+    """Attributes of dataset ``obj`` the tool's ``array`` lacks (by name)."""
+    try:
+        kept = set(array.attrs)
+    except Exception:
+        kept = set()
+    try:
+        return sorted(set(native_attribute_names(obj)) - kept)
+    except Exception:
+        return []  # h5py cannot list them: nothing to hold the tool to
+
+
 def _native_hdf5_value(f: Any, path: str) -> tuple[np.ndarray | None, str]:
     """h5py's read of a dataset, or why it cannot serve as the reference."""
     import h5py
@@ -705,6 +766,7 @@ def check_hdf5(tool: Tool, path: str, root: Any, result: Result, caught: list[st
                 if not isinstance(obj, h5py.Dataset):
                     reason = reason or "no native dataset at this path"
                 else:
+                    entry.missing_attributes = _missing_attributes(obj, array)
                     try:
                         native, reason = _native_hdf5_value(f, name_in_file)
                     except Exception as error:
@@ -1019,6 +1081,9 @@ def _dataset_traits(ds: Any) -> list[str]:
     with contextlib.suppress(Exception):
         if "_FillValue" in attrs:
             t.append("_FillValue-attr")
+    with contextlib.suppress(Exception):
+        if native_attribute_names(ds):
+            t.append("attributes")
     if _is_dimension_only(ds):
         t.append("netcdf-dimension-only")
     with contextlib.suppress(Exception):

@@ -21,7 +21,10 @@ Measured:
   every tool on the S3 leg;
 * correctness of each tool on each file, with ``conformance.py``'s classification (every
   array read back through zarr and compared bit for bit with tifffile/h5py, in worker
-  processes): ratios are computed only over files where the anchor's output is exact;
+  processes), and for HDF5 every attribute h5py reads from a dataset kept on its array
+  (netCDF bookkeeping and fill attributes aside: a dropped ``scale_factor`` or ``units``
+  changes what xarray decodes): ratios are computed only over files where the anchor's
+  output is correct in both;
 * combine time: ``xr.combine_nested`` of ``--combine-n`` virtual datasets of one file,
   per tool that produces datasets;
 * read speed: every array we expose read through the ManifestStore with zarr against
@@ -59,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _anchors as anchors
 import conformance
 from _anchors import OURS, BenchFile, ParseResult
-from _conformance_worker import EXACT, PARSE_ERROR
+from _conformance_worker import EXACT, PARSE_ERROR, correct_outcome
 
 READ_TARGET = 1.3
 COMBINE_FILES = ("cog_1000_float32_deflate.tif", "ten_vars_zlib.nc")
@@ -168,7 +171,7 @@ def compare(
                     timeout = theirs.error.startswith(("timeout", "crash"))
                     c.anchor_errors["timed out or crashed" if timeout else "raised"] += 1
                     continue
-                verdict = verdicts.get((anchor, label), {}).get("outcome", "not checked")
+                verdict = correct_outcome(verdicts.get((anchor, label), {})) or "not checked"
                 if verdict == PARSE_ERROR:
                     verdict = "raised in the check"  # the timed parses did not
                 if theirs.flaky:
@@ -179,7 +182,7 @@ def compare(
                 if ours.seconds is None:
                     c.ours_failed.append(label)
                     continue
-                if verdicts.get((OURS, label), {}).get("outcome") != EXACT:
+                if correct_outcome(verdicts.get((OURS, label), {})) != EXACT:
                     c.ours_not_exact.append(label)
                 c.time_ratios[label] = ours.seconds / theirs.seconds
                 if ours.requests is not None and theirs.requests:
@@ -358,7 +361,7 @@ def verbose_detail(
     for label, row in results.items():
         cells = []
         for tool, r in row.items():
-            verdict = verdicts.get((tool, label), {}).get("outcome", "-")
+            verdict = correct_outcome(verdicts.get((tool, label), {})) or "-"
             if r.seconds is None:
                 cells.append(f"{short[tool]}: {r.error[:60] or 'failed in a timed run'}")
                 continue
@@ -574,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
                 leg: {label: {t: asdict(r) for t, r in row.items()} for label, row in res.items()}
                 for leg, res in legs.items()
             },
-            "verdicts": {f"{t}|{label}": v.get("outcome") for (t, label), v in verdicts.items()},
+            "verdicts": {f"{t}|{label}": correct_outcome(v) for (t, label), v in verdicts.items()},
             "reads": {label: asdict(r) for label, r in reads.items()},
             "combine": {
                 label: {t: asdict(r) for t, r in res.items()} for label, res in combines.items()

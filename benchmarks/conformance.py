@@ -359,7 +359,9 @@ class Feature:
     kind: str  # "tiff" or "hdf5"
     unit: str  # "array" or "file"
     test: Callable[[list[str]], bool]
-    measure: str = "values"  # values | nodata | fill-attr | header-fill | xarray | refusal
+    measure: str = (
+        "values"  # values | nodata | fill-attr | header-fill | attributes | xarray | refusal
+    )
 
 
 def has(*names: str) -> Callable[[list[str]], bool]:
@@ -486,6 +488,13 @@ HDF5_FEATURES = [
         "_FillValue attribute kept", "hdf5", "array", has("_FillValue-attr"), measure="fill-attr"
     ),
     Feature(
+        "Dataset attributes kept (all h5py reads; bookkeeping and fill attributes aside)",
+        "hdf5",
+        "array",
+        has("attributes"),
+        measure="attributes",
+    ),
+    Feature(
         "Datasets without dimension scales (phony dims): xarray opens the result",
         "hdf5",
         "file",
@@ -582,6 +591,9 @@ def _unit_outcome(
     best = next((a for a in matches if a["outcome"] == worker.EXACT), matches[0])
     if feature.measure == "values" or best["outcome"] != worker.EXACT:
         return best["outcome"], best["detail"]
+    if feature.measure == "attributes":
+        missing = best.get("missing_attributes") or []
+        return ("kept", "") if not missing else ("not kept", "missing: " + ", ".join(missing[:8]))
     traits = native.get("traits") or {}
     if feature.measure == "nodata":
         nodata = traits.get("nodata", {}).get(label)
