@@ -44,6 +44,7 @@ from tests._manifest_builders import (
 )
 from tests.test_tiff_readback import tifffile_reference
 from virtualizarr_fill import HDF5Parser, TIFFParser
+from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import make_tiff_fixtures
@@ -315,6 +316,63 @@ def test_async_api_reads_on_the_event_loop(
         _same(next(got), expected)
         if expected.ndim == 2:
             _same(next(got), expected[2:, 3])
+
+
+#: Predictor chains: undone by the stored-bytes reads, never by zarr's codec objects.
+PREDICTOR_FIXTURES = [
+    "predictor2_tiles_padded_strip_be",  # truncate codec (padded strip), pixel-interleaved
+    "predictor2_sparse_short_be_u2_lzw",  # short last strip, a missing strip, big-endian
+    "predictor3_sparse_short_rgb_f4_zlib",  # the same, floating point, pixel-interleaved
+    "predictor3_padded_strip_le",
+    "predictor2_int8_be_separate",
+    "predictor2_uint64_le_contig",
+    "predictor3_float16_be_separate",
+    "predictor3_float64_be_single",
+]
+
+
+@pytest.fixture(scope="module")
+def predictor_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("zarr_read_path_predictor")
+    return make_tiff_fixtures.write_fixtures(directory, PREDICTOR_FIXTURES)
+
+
+@pytest.mark.parametrize("name", PREDICTOR_FIXTURES)
+def test_predictors_undone_on_stored_bytes(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    predictor_files: dict[str, Path],
+    name: str,
+) -> None:
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("predictor undone by zarr's codec chain")
+
+    monkeypatch.setattr(TiffPredictorCodec, "_decode_sync", refused)
+    path = predictor_files[name]
+    array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+    assert any(isinstance(codec, TiffPredictorCodec) for codec in array.metadata.codecs)
+    expected = _tiff(path)
+    np.testing.assert_array_equal(array[...], expected, strict=True)
+    for selection in [
+        tuple(slice(1, None) for _ in range(expected.ndim)),  # every strip, from inside
+        (slice(None), slice(9, 20)),  # a few strips
+        (0, -1),  # the last row: the short or padded strip alone
+        (slice(None), slice(None, None, 3)),  # steps: strip by strip
+    ]:
+        np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
+
+
+def test_predictor_rows_of_two_lengths(manifest_pipeline: None, tmp_path: Path) -> None:
+    """Strips of two widths side by side: each chunk's predictor rows are its own, so a
+    narrower chunk is never undone padded to the wider one's rows."""
+    names = ["predictor3_rows_w20", "predictor3_rows_w13"]
+    paths = make_tiff_fixtures.write_fixtures(tmp_path, names)
+    arrays = [_local(TIFFParser(), paths[n])._group.arrays["band_data"] for n in names]
+    along_x = concatenate(arrays, axis=2)
+    expected = np.concatenate([_tiff(paths[n]) for n in names], axis=2)
+    group = zarr.open_group(manifest_store({"a": along_x}), mode="r")
+    np.testing.assert_array_equal(group["a"][...], expected, strict=True)
 
 
 @pytest.mark.parametrize("name", TIFF_FIXTURES)
@@ -766,3 +824,44 @@ def test_zlib_under_the_truncate_codec_inflates_as_the_codecs_do() -> None:
         for codec in reversed(codecs):
             buffer = codec._decode_sync(buffer, spec)
         assert bytes(decode(stream, spec, nbytes)) == buffer.to_bytes()
+
+
+@pytest.mark.parametrize("truncated", [True, False])
+def test_lzw_and_packbits_decode_as_the_codecs_do(truncated: bool) -> None:
+    """LZW and PackBits decoded without zarr's buffers (LZW into a buffer of the chunk's
+    size): the codecs' bytes for streams as long as the chunk, shorter and longer; a
+    longer LZW stream without the truncate codec still comes out longer than the chunk,
+    so the size check refuses it as zarr's own read does."""
+    import imagecodecs
+    import imagecodecs.zarr as imagecodecs_zarr
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.dtype import parse_data_type
+
+    from virtualizarr_fill.codecs import TruncateCodec
+
+    spec = ArraySpec(
+        shape=(3, 50),
+        dtype=parse_data_type("<u2", zarr_format=3),
+        fill_value=0,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+    nbytes = 3 * 50 * 2
+    values = (np.arange(5 * 50, dtype="<u2") % 7).reshape(5, 50)
+    for compressor, encode in (
+        (imagecodecs_zarr.Lzw(), imagecodecs.lzw_encode),
+        (imagecodecs_zarr.Packbits(), imagecodecs.packbits_encode),
+    ):
+        codecs = (TruncateCodec(), compressor) if truncated else (compressor,)
+        decode = read_pipeline._bytes_decoder(codecs)
+        assert read_pipeline._direct_decode(codecs, len(codecs) - 1) is not None  # no buffers
+        for stored in (values[:3].tobytes(), values.tobytes(), values[:1].tobytes()):
+            stream = encode(stored)
+            buffer = default_buffer_prototype().buffer.from_bytes(stream)
+            for codec in reversed(codecs):
+                buffer = codec._decode_sync(buffer, spec)
+            got = bytes(decode(stream, spec, nbytes))
+            if truncated or len(stored) <= nbytes:
+                assert got == buffer.to_bytes()
+            else:
+                assert len(got) > nbytes and buffer.to_bytes() == stored

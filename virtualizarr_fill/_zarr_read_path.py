@@ -797,7 +797,7 @@ async def _read_blocks(lattice: _Lattice) -> None:
     counts = [len(r) for r in lattice.ranges]
     selection, view = lattice.selection
     items: list[Any] = [None] * math.prod(counts)  # the decoders need only the count
-    if pipeline.raw is not None:
+    if pipeline.raw is not None and pipeline.raw.rows_whole(spec, short):
         blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, lattice.run)
     else:
         blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
@@ -833,7 +833,12 @@ def _plain_numbers(pipeline: ManifestCodecPipeline) -> bool:
     """Whether the chunks are stored as plain numbers in the array's own order (no
     compression, no transposes): candidates for :func:`_read_in_place`."""
     raw = pipeline.raw
-    return raw is not None and not raw.inverse_orders and not pipeline.inner.bytes_bytes_codecs
+    return (
+        raw is not None
+        and not raw.inverse_orders
+        and raw.predictor is None
+        and not pipeline.inner.bytes_bytes_codecs
+    )
 
 
 async def _read_in_place(lattice: _Lattice) -> bool:
@@ -922,7 +927,8 @@ async def _stored_blocks(
 ) -> np.ndarray[Any, Any]:
     """Whole chunks stored as plain numbers, as one array: each chunk's bytes with the
     bytes->bytes codecs undone, joined (or copied, for large reads) and viewed as an
-    array of the ``bytes`` codec's order, then the transposes undone as views."""
+    array of the ``bytes`` codec's order, a TIFF predictor undone over all of them at
+    once, then the transposes undone as views."""
     raw = pipeline.raw
     assert raw is not None
     _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
@@ -934,19 +940,24 @@ async def _stored_blocks(
         span = _one_span(plan, count, nbytes, _short_prefix(raw, stored_shape, short, count))
     if span is not None:
         data = await _read_span(store, span, count * nbytes, run)
-        blocks = np.frombuffer(data, dtype=raw.view_dtype).reshape(count, *stored_shape)
-        for order in raw.inverse_orders:
-            blocks = blocks.transpose((0, *(1 + o for o in order)))
-        return blocks
-    parts: list[Any] | np.ndarray[Any, Any]
-    parts = [None] * count if count * nbytes <= JOIN_BYTES else np.empty((count, nbytes), np.uint8)
-    await run(store, plan, batch, pipeline.stored_bytes_decoder(parts, spec, short))
-    if plan.missing:
-        fill = np.full(stored_shape, fill_value_or_default(spec), dtype=raw.view_dtype)
-        for i in plan.missing:
-            parts[i] = fill.reshape(-1).view(np.uint8)
-    data = b"".join(parts) if isinstance(parts, list) else parts
+    else:
+        parts: list[Any] | np.ndarray[Any, Any]
+        parts = (
+            [None] * count if count * nbytes <= JOIN_BYTES else np.empty((count, nbytes), np.uint8)
+        )
+        await run(store, plan, batch, pipeline.stored_bytes_decoder(parts, spec, short))
+        if plan.missing:
+            fill = np.full(stored_shape, fill_value_or_default(spec), dtype=raw.view_dtype)
+            for i in plan.missing:
+                parts[i] = fill.reshape(-1).view(np.uint8)
+        data = b"".join(parts) if isinstance(parts, list) else parts
     blocks = np.frombuffer(data, dtype=raw.view_dtype).reshape(count, *stored_shape)
+    if raw.predictor is not None:
+        # one pass over every chunk (rows are independent); the fill value is not
+        # differenced, so missing chunks take it afterwards
+        blocks = raw.undo_predictor(blocks)
+        if plan.missing:
+            blocks[plan.missing] = fill_value_or_default(spec)
     for order in raw.inverse_orders:
         blocks = blocks.transpose((0, *(1 + o for o in order)))
     return blocks

@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Self, cast
 
+import imagecodecs
 import numpy as np
 import zarr
 from obstore.store import LocalStore, MemoryStore
@@ -63,7 +64,10 @@ from zarr.registry import register_pipeline
 from zarr.storage._common import StorePath
 
 from virtualizarr_fill._sync_store import _resolve, deepest_node, get_ranges
+from virtualizarr_fill.codecs._common import expected_nbytes
 from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
+from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec, undo_predictor
+from virtualizarr_fill.codecs.truncate import TruncateCodec
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteGetter, ByteSetter
@@ -108,21 +112,52 @@ class _Plan:
 
 @dataclass(frozen=True)
 class _RawLayout:
-    """Chunks stored as plain numbers (``bytes`` codec, transposes before it): decoded
-    by viewing the bytes as an array instead of through zarr's buffer objects, which
-    is most of the per-chunk cost of small uncompressed strips. Same result as the
-    codecs: the ``bytes`` codec's stored byte order, then each transpose undone."""
+    """Chunks stored as plain numbers (``bytes`` codec, transposes before it, and a
+    TIFF predictor between them): decoded by viewing the bytes as an array instead of
+    through zarr's buffer objects, which is most of the per-chunk cost of small
+    strips. Same result as the codecs: the ``bytes`` codec's stored byte order, the
+    predictor undone (native order), then each transpose undone."""
 
     view_dtype: np.dtype[Any]
     aa_codecs: tuple[TransposeCodec, ...]
     inverse_orders: tuple[tuple[int, ...], ...]  # in decode order (last codec first)
+    predictor: TiffPredictorCodec | None = None
+
+    def undo_predictor(self, stored: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """``stored`` (one or more chunks' ``bytes``-codec arrays, in :attr:`view_dtype`,
+        any axes before a chunk's) with the predictor undone, in native order; ``stored``
+        itself without a predictor. The predictor works row by row, so a stack of
+        chunks is undone at once."""
+        codec = self.predictor
+        if codec is None:
+            return stored
+        return undo_predictor(stored, codec.predictor, codec.axis, codec.endian)
+
+    def rows_whole(self, spec: ArraySpec, short: dict[int, ArraySpec]) -> bool:
+        """Whether every chunk in ``short`` has whole predictor rows of a chunk of
+        ``spec`` (is shorter only in axes before the predictor's row axis): then, padded
+        at the end to a whole chunk, its rows undo as a whole chunk's would."""
+        if self.predictor is None or not short:
+            return True
+        axis = self.predictor.axis
+        _, ab_spec = resolve_aa_specs(self.aa_codecs, spec)
+        stored_shape = ab_spec.shape
+        for own in short.values():
+            _, own_ab = resolve_aa_specs(self.aa_codecs, own)
+            if own_ab.shape[axis:] != stored_shape[axis:]:
+                return False
+        return True
 
 
 def _raw_layout(pipeline: BatchedCodecPipeline, array_spec: ArraySpec) -> _RawLayout | None:
     ab = pipeline.array_bytes_codec
     if type(ab) is not BytesCodec:
         return None
-    if not all(type(c) is TransposeCodec for c in pipeline.array_array_codecs):
+    aa_codecs = pipeline.array_array_codecs
+    predictor = None
+    if aa_codecs and type(aa_codecs[-1]) is TiffPredictorCodec:
+        predictor, aa_codecs = aa_codecs[-1], aa_codecs[:-1]
+    if not all(type(c) is TransposeCodec for c in aa_codecs):
         return None
     dtype = array_spec.dtype.to_native_dtype()
     if dtype.kind not in "biufc" or dtype.fields is not None:
@@ -131,9 +166,9 @@ def _raw_layout(pipeline: BatchedCodecPipeline, array_spec: ArraySpec) -> _RawLa
         view = replace(array_spec.dtype, endianness=ab.endian).to_native_dtype()  # type: ignore[call-arg]
     else:
         view = dtype
-    aa = tuple(c for c in pipeline.array_array_codecs if isinstance(c, TransposeCodec))
+    aa = tuple(c for c in aa_codecs if isinstance(c, TransposeCodec))
     inverse = tuple(tuple(int(i) for i in np.argsort(c.order)) for c in reversed(aa))
-    return _RawLayout(view, aa, inverse)
+    return _RawLayout(view, aa, inverse, predictor)
 
 
 @dataclass(frozen=True)
@@ -352,9 +387,10 @@ class ManifestCodecPipeline(CodecPipeline):
     ) -> _Decode:
         """For chunks stored as plain numbers (:attr:`raw`): a function putting each
         chunk's bytes, bytes->bytes codecs undone (so in the ``bytes`` codec's byte order
-        and layout), at ``parts[item]`` (a list, or a row of a ``uint8`` array of one row
-        per chunk), every chunk of shape ``spec.shape``: the chunks in ``short`` have
-        their own, smaller, spec and are placed at the start of a chunk of that shape."""
+        and layout, a predictor not yet undone), at ``parts[item]`` (a list, or a row of
+        a ``uint8`` array of one row per chunk), every chunk of shape ``spec.shape``: the
+        chunks in ``short`` have their own, smaller, spec and are placed at the start of
+        a chunk of that shape."""
         raw, bb_codecs = self.raw, self.inner.bytes_bytes_codecs
         assert raw is not None
         undo = _bytes_decoder(bb_codecs)
@@ -426,6 +462,7 @@ class ManifestCodecPipeline(CodecPipeline):
                 if bb_codecs:
                     data = undo(data, ab_spec, math.prod(shape) * itemsize)
                 array = np.frombuffer(data, dtype=raw.view_dtype).reshape(shape)
+                array = raw.undo_predictor(array)
                 for order in raw.inverse_orders:
                     array = array.transpose(order)
                 _scatter(array[chunk_selection], target, out_selection, drop_axes)
@@ -453,7 +490,7 @@ def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int]
     needs, and inflating is deterministic, so the bytes are the same. Anything it
     refuses goes to the codec itself."""
     inflating = frozenset(k for k in range(len(bb_codecs)) if inflates_into_chunk(bb_codecs, k))
-    numcodecs = [_numcodec(codec) for codec in bb_codecs]
+    direct = [_direct_decode(bb_codecs, k) for k in range(len(bb_codecs))]
     last = len(bb_codecs) - 1
 
     def decode(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
@@ -464,10 +501,9 @@ def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int]
                 if inflated is not None:
                     data = inflated
                     continue
-            numcodec = numcodecs[k]
-            if buffer is None and numcodec is not None:
-                # what zarr's wrapper calls, without a Buffer on either side
-                data = numcodec.decode(np.frombuffer(data, dtype=np.uint8))
+            undo = direct[k]
+            if buffer is None and undo is not None:
+                data = undo(data, ab_spec, nbytes)
                 continue
             if buffer is None:
                 buffer = ab_spec.prototype.buffer.from_bytes(data)
@@ -475,6 +511,57 @@ def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int]
         return data if buffer is None else buffer.as_numpy_array()
 
     return decode
+
+
+def _direct_decode(bb_codecs: Sequence[Any], k: int) -> Callable[[Any, ArraySpec, int], Any] | None:
+    """What bytes->bytes codec ``k`` (in chain order) does to a chunk's bytes, as a
+    function of (bytes-like, spec, the chunk's decoded size) to bytes-like, where it is
+    known exactly; None otherwise.
+
+    zarr's codecs take and return ``Buffer`` objects, whose creation costs about as much
+    as undoing a checksum: these call the same function the codec calls, on the bytes
+    themselves."""
+    codec = bb_codecs[k]
+    numcodec = _numcodec(codec)
+    if numcodec is not None:
+        return lambda data, spec, nbytes: numcodec.decode(np.frombuffer(data, dtype=np.uint8))
+    decode = _imagecodecs_function(codec)
+    if decode is imagecodecs.lzw_decode and all(type(c) is TruncateCodec for c in bb_codecs[:k]):
+        # Decoding LZW into a buffer of known size takes 40% less time than letting it
+        # find the size. imagecodecs stops at the buffer's end: that is the truncate
+        # codec's cut when it follows; else one byte more, so that a stream decoding
+        # to more than the chunk still fails the size check, as through the codecs.
+        extra = 0 if k else 1
+        return lambda data, spec, nbytes: decode(
+            np.frombuffer(data, dtype=np.uint8), out=nbytes + extra
+        )
+    if decode is not None:
+        return lambda data, spec, nbytes: decode(np.frombuffer(data, dtype=np.uint8))
+    if k == 0 and type(codec) is TruncateCodec:
+        # Next to the ``bytes`` codec: its length limit is the chunk's decoded size.
+        def truncate(data: Any, spec: ArraySpec, nbytes: int) -> Any:
+            expected = expected_nbytes(spec)
+            view = memoryview(data)
+            if expected is None or view.nbytes <= expected:
+                return data
+            return view.cast("B")[:expected]
+
+        return truncate
+    return None
+
+
+def _imagecodecs_function(codec: Any) -> Callable[[Any], Any] | None:
+    """imagecodecs' decode function that the imagecodecs-zarr codec ``codec`` calls on the
+    chunk's bytes as a ``uint8`` array, for the codecs without configuration (LZW,
+    PackBits); None for others, subclasses, or another implementation."""
+    module = type(codec).__module__
+    if module != "imagecodecs.zarr":
+        return None
+    name = type(codec).__name__
+    function = {"Lzw": "lzw_decode", "Packbits": "packbits_decode"}.get(name)
+    if function is None or "_decode_sync" not in type(codec).__dict__:
+        return None
+    return cast("Callable[[Any], Any] | None", getattr(imagecodecs, function, None))
 
 
 try:  # zarr's wrappers of numcodecs codecs (private: a zarr without them decodes its way)
