@@ -629,8 +629,9 @@ def _is_dimension_only(ds: Any) -> bool:
 
 
 def native_datasets(f: Any) -> tuple[list[NativeDataset], dict[str, str]]:
-    """Every dataset reachable through hard and soft links (one entry per object), and the
-    links h5py cannot follow (path -> reason)."""
+    """Every dataset reachable through hard and soft links (one entry per object), and
+    through external links h5py follows (one entry per link), and the links h5py does
+    not follow within the file (path -> reason; every external link is listed there)."""
     import h5py
 
     found: dict[Any, NativeDataset] = {}
@@ -653,6 +654,10 @@ def native_datasets(f: Any) -> tuple[list[NativeDataset], dict[str, str]]:
                 continue
             if isinstance(link, h5py.ExternalLink):
                 broken[path] = f"external link to {link.filename}:{link.path}"
+                # h5py reads a dataset in another file at this path: so must a tool.
+                with contextlib.suppress(Exception):
+                    if isinstance(group[name], h5py.Dataset):
+                        found[path] = NativeDataset(path, [path])
                 continue
             try:
                 obj = group[name]
