@@ -51,6 +51,8 @@ FILL_ATTRIBUTES = frozenset({"_FillValue", "missing_value"})
 
 #: Attributes netCDF-4 and the HDF5 dimension-scale API keep for their own bookkeeping,
 #: which netCDF readers (and so xarray) do not show: no tool is expected to keep them.
+#: (Listed here, not imported from virtualizarr_fill: the judge of every tool does not
+#: take one tool's definition.)
 BOOKKEEPING_ATTRIBUTES = frozenset(
     {
         "REFERENCE_LIST",

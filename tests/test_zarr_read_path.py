@@ -802,28 +802,38 @@ def test_zlib_under_the_truncate_codec_inflates_as_the_codecs_do() -> None:
     import zlib as zlib_module
 
     from zarr.codecs.numcodecs import Zlib
-    from zarr.core.array_spec import ArrayConfig, ArraySpec
-    from zarr.dtype import parse_data_type
 
     from virtualizarr_fill.codecs import TruncateCodec
 
-    spec = ArraySpec(
-        shape=(3, 700),
-        dtype=parse_data_type("<u2", zarr_format=3),
-        fill_value=0,
-        config=ArrayConfig.from_dict({}),
-        prototype=default_buffer_prototype(),
-    )
+    spec = _uint16_chunk_spec((3, 700))
     codecs = (TruncateCodec(), Zlib(level=5))
     decode = read_pipeline._bytes_decoder(codecs)
     values = np.arange(5 * 700, dtype="<u2").reshape(5, 700)
     nbytes = 3 * 700 * 2
     for stored in (values[:3].tobytes(), values.tobytes(), values[:1].tobytes()):
         stream = zlib_module.compress(stored)
-        buffer = default_buffer_prototype().buffer.from_bytes(stream)
-        for codec in reversed(codecs):
-            buffer = codec._decode_sync(buffer, spec)
-        assert bytes(decode(stream, spec, nbytes)) == buffer.to_bytes()
+        assert bytes(decode(stream, spec, nbytes)) == _through_codecs(codecs, stream, spec)
+
+
+def _uint16_chunk_spec(shape: tuple[int, ...]) -> Any:
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.dtype import parse_data_type
+
+    return ArraySpec(
+        shape=shape,
+        dtype=parse_data_type("<u2", zarr_format=3),
+        fill_value=0,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+
+
+def _through_codecs(codecs: tuple[Any, ...], stream: bytes, spec: Any) -> bytes:
+    """``stream`` decoded by the bytes->bytes ``codecs`` themselves, as zarr calls them."""
+    buffer = default_buffer_prototype().buffer.from_bytes(stream)
+    for codec in reversed(codecs):
+        buffer = codec._decode_sync(buffer, spec)
+    return bytes(buffer.to_bytes())
 
 
 @pytest.mark.parametrize("truncated", [True, False])
@@ -834,18 +844,10 @@ def test_lzw_and_packbits_decode_as_the_codecs_do(truncated: bool) -> None:
     so the size check refuses it as zarr's own read does."""
     import imagecodecs
     import imagecodecs.zarr as imagecodecs_zarr
-    from zarr.core.array_spec import ArrayConfig, ArraySpec
-    from zarr.dtype import parse_data_type
 
     from virtualizarr_fill.codecs import TruncateCodec
 
-    spec = ArraySpec(
-        shape=(3, 50),
-        dtype=parse_data_type("<u2", zarr_format=3),
-        fill_value=0,
-        config=ArrayConfig.from_dict({}),
-        prototype=default_buffer_prototype(),
-    )
+    spec = _uint16_chunk_spec((3, 50))
     nbytes = 3 * 50 * 2
     values = (np.arange(5 * 50, dtype="<u2") % 7).reshape(5, 50)
     for compressor, encode in (
@@ -857,11 +859,9 @@ def test_lzw_and_packbits_decode_as_the_codecs_do(truncated: bool) -> None:
         assert read_pipeline._direct_decode(codecs, len(codecs) - 1) is not None  # no buffers
         for stored in (values[:3].tobytes(), values.tobytes(), values[:1].tobytes()):
             stream = encode(stored)
-            buffer = default_buffer_prototype().buffer.from_bytes(stream)
-            for codec in reversed(codecs):
-                buffer = codec._decode_sync(buffer, spec)
+            expected = _through_codecs(codecs, stream, spec)
             got = bytes(decode(stream, spec, nbytes))
             if truncated or len(stored) <= nbytes:
-                assert got == buffer.to_bytes()
+                assert got == expected
             else:
-                assert len(got) > nbytes and buffer.to_bytes() == stored
+                assert len(got) > nbytes and expected == stored
