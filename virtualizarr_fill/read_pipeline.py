@@ -532,9 +532,14 @@ def _direct_decode(bb_codecs: Sequence[Any], k: int) -> Callable[[Any, ArraySpec
         # codec's cut when it follows; else one byte more, so that a stream decoding
         # to more than the chunk still fails the size check, as through the codecs.
         extra = 0 if k else 1
-        return lambda data, spec, nbytes: decode(
-            np.frombuffer(data, dtype=np.uint8), out=nbytes + extra
-        )
+
+        def lzw(data: Any, spec: ArraySpec, nbytes: int) -> Any:
+            stream = np.frombuffer(data, dtype=np.uint8)
+            if expected_nbytes(spec) is None:  # variable-length items: no size to trust
+                return decode(stream)
+            return decode(stream, out=nbytes + extra)
+
+        return lzw
     if decode is not None:
         return lambda data, spec, nbytes: decode(np.frombuffer(data, dtype=np.uint8))
     if k == 0 and type(codec) is TruncateCodec:
