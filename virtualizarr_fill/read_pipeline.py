@@ -67,7 +67,7 @@ from virtualizarr_fill._sync_store import _resolve, deepest_node, get_ranges
 from virtualizarr_fill.codecs._common import expected_nbytes
 from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec, undo_predictor
-from virtualizarr_fill.codecs.truncate import TruncateCodec
+from virtualizarr_fill.codecs.truncate import TruncateCodec, truncated_length
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteGetter, ByteSetter
@@ -545,11 +545,9 @@ def _direct_decode(bb_codecs: Sequence[Any], k: int) -> Callable[[Any, ArraySpec
     if k == 0 and type(codec) is TruncateCodec:
         # Next to the ``bytes`` codec: its length limit is the chunk's decoded size.
         def truncate(data: Any, spec: ArraySpec, nbytes: int) -> Any:
-            expected = expected_nbytes(spec)
             view = memoryview(data)
-            if expected is None or view.nbytes <= expected:
-                return data
-            return view.cast("B")[:expected]
+            cut = truncated_length(view.nbytes, spec)
+            return data if cut is None else view.cast("B")[:cut]
 
         return truncate
     return None

@@ -36,6 +36,14 @@ if TYPE_CHECKING:
 TRUNCATE_CODEC_NAME = "virtualizarr_fill.truncate"
 
 
+def truncated_length(nbytes: int, chunk_spec: ArraySpec) -> int | None:
+    """The length a decoded buffer of ``nbytes`` is cut to: the chunk's logical byte
+    count when the buffer is longer; None (kept whole) when it is not, or when the data
+    type has no fixed item size."""
+    expected = expected_nbytes(chunk_spec)
+    return expected if expected is not None and nbytes > expected else None
+
+
 @dataclass(frozen=True)
 class TruncateCodec(EdgeCodec):
     """Bytes->bytes codec that trims buffers longer than the chunk's logical size.
@@ -58,10 +66,8 @@ class TruncateCodec(EdgeCodec):
         return {"name": TRUNCATE_CODEC_NAME, "configuration": {}}
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        expected = expected_nbytes(chunk_spec)
-        if expected is not None and len(chunk_bytes) > expected:
-            return chunk_bytes[:expected]
-        return chunk_bytes
+        cut = truncated_length(len(chunk_bytes), chunk_spec)
+        return chunk_bytes if cut is None else chunk_bytes[:cut]
 
 
-__all__ = ["TRUNCATE_CODEC_NAME", "TruncateCodec"]
+__all__ = ["TRUNCATE_CODEC_NAME", "TruncateCodec", "truncated_length"]
