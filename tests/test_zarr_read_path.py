@@ -21,6 +21,7 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+import tifffile
 import zarr
 import zarr.api.asynchronous as zarr_async
 from obspec_utils.registry import ObjectStoreRegistry
@@ -45,6 +46,7 @@ from tests._manifest_builders import (
 from tests.test_tiff_readback import tifffile_reference
 from virtualizarr_fill import HDF5Parser, TIFFParser
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
+from virtualizarr_fill.errors import StoreReadError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import make_tiff_fixtures
@@ -393,6 +395,7 @@ CONTIGUOUS_STRIPS = [
     "strips_many_padded_u2_none",  # padded last strip: regular grid
     "strips_many_short_be_i2_none",  # big-endian: swapped in the output
     "strips_many_short_rgb_none",  # pixel-interleaved: transposed, never in place
+    "strips_many_short_rgb_be_u2_none",  # and big-endian
 ]
 STRIP_SELECTIONS: list[Any] = [
     Ellipsis,
@@ -448,6 +451,65 @@ def test_contiguous_strips_equal_tifffile(
         assert in_place == [expected[selection].nbytes]
     elif "rgb" in name and selection not in STRIP_SELECTIONS[-2:]:
         assert in_place, "one range read, not a range per strip"
+
+
+@pytest.mark.parametrize("threads", [False, True], ids=["calling-thread", "worker-threads"])
+@pytest.mark.parametrize("selection", STRIP_SELECTIONS, ids=range(len(STRIP_SELECTIONS)))
+@pytest.mark.parametrize("name", CONTIGUOUS_STRIPS)
+def test_contiguous_strips_copied_a_piece_at_a_time(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    contiguous_strips: dict[str, Path],
+    name: str,
+    selection: Any,
+    threads: bool,
+    in_place: list[int],
+) -> None:
+    """Strips laid one after the other whose bytes are not the output's (bands
+    interleaved, part of each row) are read a piece at a time, each copied into the
+    output, in the calling thread or split among worker threads, synchronously and on
+    zarr's event loop; the values are tifffile's."""
+    piece = 700
+    monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", piece)
+    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1 if threads else 10**12)
+    path = contiguous_strips[name]
+    store = _local(TIFFParser(), path)
+    expected = _tiff(path)[selection]
+    np.testing.assert_array_equal(
+        zarr.open_group(store, mode="r")["band_data"][selection], expected, strict=True
+    )
+    many_strips = selection in STRIP_SELECTIONS[:5]
+    if many_strips and ("rgb" in name or selection == (0, slice(None), slice(3, 30))):
+        with tifffile.TiffFile(path) as tif:
+            strip = int(tif.pages[0].databytecounts[0])
+        assert len(in_place) > 1
+        assert max(in_place) <= max(piece, strip)  # a piece holds at least one strip
+
+    async def read_async() -> Any:
+        array = await zarr_async.open_array(store=store, path="band_data", mode="r")
+        return await array.getitem(selection)
+
+    np.testing.assert_array_equal(asyncio.run(read_async()), expected, strict=True)
+
+
+def test_file_shortened_after_parsing_fails_the_read(
+    manifest_pipeline: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A file cut short after it was parsed: the read fails, never returns part of it."""
+    monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", 700)
+    path = make_tiff_fixtures.write_fixtures(tmp_path, ["strips_many_short_rgb_none"])[
+        "strips_many_short_rgb_none"
+    ]
+    store = _local(TIFFParser(), path)
+    array = zarr.open_group(store, mode="r")["band_data"]
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size - 4000)
+    with pytest.raises(StoreReadError, match="shorter than when it was parsed") as raised:
+        array[...]
+    assert str(path) in str(raised.value)
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,7 @@ import zarr.api.asynchronous as zarr_async_api
 import zarr.api.synchronous as zarr_sync_api
 import zarr.core.array as zarr_array
 import zarr.core.group as zarr_group
+from obstore.store import LocalStore
 from packaging.version import Version
 from virtualizarr.manifests import ManifestArray
 from virtualizarr.manifests.store import ManifestStore
@@ -76,6 +77,7 @@ from zarr.storage._utils import _join_paths
 from virtualizarr_fill import read_pipeline
 from virtualizarr_fill._sync_store import _resolve, deepest_node, metadata_node, read_into
 from virtualizarr_fill._vz_adapter import ZARR_RANGE
+from virtualizarr_fill.errors import StoreReadError
 from virtualizarr_fill.read_pipeline import (
     PIPELINE_PATH,
     ManifestCodecPipeline,
@@ -107,6 +109,10 @@ BLOCK_MIN_CHUNKS = 16
 #: object (one call, where copying each into an array costs microseconds per chunk); a
 #: larger read copies them, keeping its peak memory at twice the array.
 JOIN_BYTES = 64 << 20
+#: Bytes read at a time from one run of chunks stored as plain numbers whose layout the
+#: output changes (:func:`_read_span_in_pieces`): small enough to stay in the
+#: processor's cache between the read and the copy.
+SPAN_PIECE_BYTES = 256 << 10
 
 _zarr_get_selection = zarr_array._get_selection
 _zarr_get_basic_selection = zarr_array.Array.get_basic_selection
@@ -798,17 +804,109 @@ async def _read_blocks(lattice: _Lattice) -> None:
     selection, view = lattice.selection
     items: list[Any] = [None] * math.prod(counts)  # the decoders need only the count
     if pipeline.raw is not None and pipeline.raw.rows_whole(spec, short):
+        if await _read_span_in_pieces(lattice):
+            return
         blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, lattice.run)
     else:
         blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
         await lattice.run(store, plan, items, pipeline.block_decoder(blocks, spec, short))
         if plan.missing:
             blocks[plan.missing] = fill_value_or_default(spec)
+    whole = _lattice_array(blocks, counts, chunk_shape)
+    view[...] = whole[tuple(selection)]  # converts a stored byte order to the native one
+
+
+def _lattice_array(
+    blocks: np.ndarray[Any, Any], counts: list[int], chunk_shape: tuple[int, ...]
+) -> np.ndarray[Any, Any]:
+    """Whole chunks (one per item, in the order of the product of ``counts`` chunks per
+    dimension) as the one array they tile."""
     ndim = len(chunk_shape)
     whole = blocks.reshape(*counts, *chunk_shape)
     whole = whole.transpose([k for d in range(ndim) for k in (d, ndim + d)])
-    whole = whole.reshape([n * c for n, c in zip(counts, chunk_shape, strict=True)])
-    view[...] = whole[tuple(selection)]  # converts a stored byte order to the native one
+    return whole.reshape([n * c for n, c in zip(counts, chunk_shape, strict=True)])
+
+
+async def _read_span_in_pieces(lattice: _Lattice) -> bool:
+    """Read chunks stored as plain numbers that lie one after the other in one local
+    file (:func:`_one_span`) a piece of :data:`SPAN_PIECE_BYTES` at a time, each piece
+    copied into the output (predictor undone, transposes undone) while it is still in
+    the processor's cache; False, nothing read, for other reads, small ones, or where a
+    piece cannot be read (the caller then reads the usual way, which reports why).
+
+    That is a large pixel-interleaved uncompressed TIFF, whose bands are separated by a
+    strided copy: read whole into a new buffer first, the buffer's fresh pages and the
+    cache misses of copying out of it cost twice the copy. Reads of
+    :data:`~virtualizarr_fill.read_pipeline.THREADED_BYTES` or more split the pieces
+    among worker threads (the copies release the GIL)."""
+    pipeline, (spec, short) = lattice.pipeline, lattice.layout
+    raw = pipeline.raw
+    if raw is None or pipeline.inner.bytes_bytes_codecs:
+        return False
+    counts = [len(r) for r in lattice.ranges]
+    count = math.prod(counts)
+    _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
+    stored_shape = ab_spec.shape
+    nbytes = math.prod(stored_shape) * raw.view_dtype.itemsize
+    split = next((axis for axis, n in enumerate(counts) if n > 1), None)
+    if split is None or count * nbytes < 2 * SPAN_PIECE_BYTES:
+        return False
+    span = _one_span(lattice.plan, count, nbytes, _short_prefix(raw, stored_shape, short, count))
+    if span is None:
+        return False
+    url, start, end = span
+    obj_store, path = _resolve(lattice.store._registry, url)
+    if not isinstance(obj_store, LocalStore):
+        return False  # one request for the span: pieces would each be one
+    # Axes before ``split`` hold one chunk each, so a range of indices along it is one
+    # run of items, and of the span's bytes.
+    per_index = math.prod(counts[split + 1 :]) * nbytes
+    step = max(1, SPAN_PIECE_BYTES // per_index)
+    pieces = [(a, min(a + step, counts[split])) for a in range(0, counts[split], step)]
+    selection, view = lattice.selection
+    chunk_length = spec.shape[split]
+    first_selected = selection[split].start
+
+    def copy_pieces(mine: list[tuple[int, int]]) -> bool:
+        scratch = np.empty(step * per_index, dtype=np.uint8)
+        for a, b in mine:
+            lo = max(first_selected, a * chunk_length)
+            hi = min(selection[split].stop, b * chunk_length)
+            if lo >= hi:
+                continue
+            buffer = scratch[: (b - a) * per_index]
+            size = min(buffer.nbytes, end - start - a * per_index)
+            buffer[size:] = 0  # the short last chunk's missing end: never selected
+            if not read_into(obj_store, path, start + a * per_index, buffer[:size]):
+                return False
+            blocks = buffer.view(raw.view_dtype).reshape(-1, *stored_shape)
+            blocks = raw.undo_predictor(blocks)
+            for order in raw.inverse_orders:
+                blocks = blocks.transpose((0, *(1 + o for o in order)))
+            piece_counts = [*counts[:split], b - a, *counts[split + 1 :]]
+            whole = _lattice_array(blocks, piece_counts, spec.shape)
+            within = list(selection)
+            within[split] = slice(lo - a * chunk_length, hi - a * chunk_length)
+            into: list[slice] = [slice(None)] * view.ndim
+            into[split] = slice(lo - first_selected, hi - first_selected)
+            view[tuple(into)] = whole[tuple(within)]
+        return True
+
+    workers = min(read_pipeline._max_workers(), len(pieces))
+    if count * nbytes < read_pipeline.THREADED_BYTES or workers < 2:
+        return copy_pieces(pieces)
+    share = -(-len(pieces) // workers)
+    parts = [pieces[k : k + share] for k in range(0, len(pieces), share)]
+    pool = read_pipeline._pool()
+    if lattice.run is _read_blocking:
+        others = [pool.submit(copy_pieces, part) for part in parts[1:]]
+        done = copy_pieces(parts[0])
+        return all([future.result() for future in others]) and done
+    loop = asyncio.get_running_loop()
+    results = await asyncio.gather(
+        *(loop.run_in_executor(pool, copy_pieces, part) for part in parts)
+    )
+    return all(results)
 
 
 def _block_selection(
@@ -1021,6 +1119,12 @@ async def _read_span(store: ManifestStore, span: tuple[str, int, int], size: int
         got.append(chunks[0])
 
     await run(store, _Plan({url: ([0], [start], [end])}, {}, [], end - start), [None], keep)
+    if memoryview(got[0]).nbytes != end - start:
+        raise StoreReadError(
+            f"{url}: bytes {start} to {end} of the manifest's chunks could not be read "
+            f"({memoryview(got[0]).nbytes} returned): the object is shorter than when it "
+            "was parsed"
+        )
     if end - start == size:
         return got[0]
     buffer[: end - start] = np.frombuffer(got[0], dtype=np.uint8)
