@@ -347,18 +347,25 @@ class ManifestCodecPipeline(CodecPipeline):
         return decode
 
     def chunk_decoder(self) -> Callable[[Any, ArraySpec], Any]:
-        """A function decoding one chunk's stored bytes with the codec chain (zarr's
-        ``ChunkTransform.decode_chunk``) into an array. Where a zlib stream decodes
-        straight into the ``bytes`` codec's input (:func:`_bytes_decoder`), it is
-        inflated by libdeflate (or zlib) before the rest of the chain runs as zarr's
-        would, in the same order."""
+        """A function decoding one chunk's stored bytes with the codec chain into an
+        array, for the chunks of one read (whose specs differ only in shape): what zarr's
+        ``ChunkTransform.decode_chunk`` returns, by the same codecs in the same order.
+
+        Transposes are undone as NumPy views, and each shape's specs resolved once,
+        where zarr's codec objects would cost as much per chunk as decoding a small JPEG
+        tile. Before the ``bytes`` codec, the bytes->bytes codecs are undone on the bytes
+        themselves (:func:`_bytes_decoder`: zlib by libdeflate, checksums without
+        buffers)."""
         transform = self.transform
         assert transform is not None  # reads_manifests checked
-        bb_codecs = self.inner.bytes_bytes_codecs
-        ab_codec = self.inner.array_bytes_codec
-        aa_codecs: tuple[Any, ...] = self.inner.array_array_codecs  # all synchronous
-        if type(ab_codec) is not BytesCodec or not any(
-            inflates_into_chunk(bb_codecs, k) for k in range(len(bb_codecs))
+        # all synchronous (the transform exists)
+        bb_codecs: tuple[Any, ...] = self.inner.bytes_bytes_codecs
+        ab_codec: Any = self.inner.array_bytes_codec
+        aa_codecs: tuple[Any, ...] = self.inner.array_array_codecs
+        plain_bytes = type(ab_codec) is BytesCodec
+        transposes = all(type(c) is TransposeCodec for c in aa_codecs)
+        if not transposes and not (
+            plain_bytes and any(inflates_into_chunk(bb_codecs, k) for k in range(len(bb_codecs)))
         ):
 
             def decode_with_zarr(data: Any, spec: ArraySpec) -> Any:
@@ -366,16 +373,38 @@ class ManifestCodecPipeline(CodecPipeline):
                 return transform.decode_chunk(buffer, spec).as_ndarray_like()
 
             return decode_with_zarr
-        undo = _bytes_decoder(bb_codecs)
+        # The bytes->bytes codecs' direct ways take the chunk's decoded size, which is
+        # the size of their output only before the ``bytes`` codec.
+        undo = _bytes_decoder(bb_codecs) if plain_bytes else None
+        inverse_orders = (
+            [tuple(int(i) for i in np.argsort(c.order)) for c in reversed(aa_codecs)]
+            if transposes
+            else []
+        )
+        resolved: dict[tuple[int, ...], tuple[tuple[ArraySpec, ...], ArraySpec]] = {}
 
         def decode(data: Any, spec: ArraySpec) -> Any:
-            aa_specs, ab_spec = resolve_aa_specs(aa_codecs, spec)
-            itemsize = ab_spec.dtype.to_native_dtype().itemsize
-            data = undo(data, ab_spec, math.prod(ab_spec.shape) * itemsize)
-            array = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
+            found = resolved.get(spec.shape)
+            if found is None:
+                found = resolved[spec.shape] = resolve_aa_specs(aa_codecs, spec)
+            aa_specs, ab_spec = found
+            if undo is not None:
+                itemsize = ab_spec.dtype.to_native_dtype().itemsize
+                data = undo(data, ab_spec, math.prod(ab_spec.shape) * itemsize)
+                buffer = ab_spec.prototype.buffer.from_bytes(data)
+            else:
+                buffer = ab_spec.prototype.buffer.from_bytes(data)
+                for codec in reversed(bb_codecs):
+                    buffer = codec._decode_sync(buffer, ab_spec)
+            decoded = ab_codec._decode_sync(buffer, ab_spec)
+            if transposes:
+                array = decoded.as_ndarray_like()
+                for order in inverse_orders:
+                    array = array.transpose(order)
+                return array
             for codec, codec_spec in zip(reversed(aa_codecs), reversed(aa_specs), strict=True):
-                array = codec._decode_sync(array, codec_spec)
-            return array.as_ndarray_like()
+                decoded = codec._decode_sync(decoded, codec_spec)
+            return decoded.as_ndarray_like()
 
         return decode
 
