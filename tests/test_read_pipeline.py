@@ -87,6 +87,10 @@ CORPUS_HDF5 = [
     "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_chunked_datasets_latest.hdf5",
     "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_compact_datasets_earliest.hdf5",
     "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/bitshuffle_datasets.hdf5",
+    # LZF (chunks the filter skipped inlined), checksums, shuffle of tiny chunks
+    "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_compressed_chunked_datasets_earliest.hdf5",
+    "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/fletcher32_datasets_latest.hdf5",
+    "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_byteshuffle_compressed_datasets_earliest.hdf5",
     "HDFGroup+hdf5_plugins/h5ex_d_blosc.h5",
 ]
 

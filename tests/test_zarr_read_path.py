@@ -77,6 +77,8 @@ HDF5_NAMES = [
     "contiguous_be",
     "compact",
     "shuffle_after_fletcher32",
+    "tiny_lzf",
+    "tiny_fletcher32_shuffle_zlib",
 ]
 
 
@@ -164,6 +166,18 @@ def hdf5_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         space = h5py.h5s.create_simple((4, 6))
         h5py.h5d.create(f.id, b"compact", h5py.h5t.STD_I32BE, space, dcpl=dcpl)
         f["compact"][...] = np.arange(24).reshape(4, 6) * 1000
+        f.create_dataset(
+            "tiny_lzf", data=rng.integers(0, 9, (23, 17), dtype="<i8"), chunks=(3, 4),
+            compression="lzf",
+        )  # fmt: skip
+        f.create_dataset(
+            "tiny_fletcher32_shuffle_zlib",
+            data=rng.random((19, 21)).astype(">f4"),
+            chunks=(4, 5),
+            compression="gzip",
+            shuffle=True,
+            fletcher32=True,
+        )
     return path
 
 
@@ -363,6 +377,37 @@ def test_predictors_undone_on_stored_bytes(
         (slice(None), slice(None, None, 3)),  # steps: strip by strip
     ]:
         np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
+
+
+def test_hdf5_filters_undone_on_stored_bytes(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    hdf5_file: Path,
+) -> None:
+    """LZF, the HDF5 shuffle, numcodecs' shuffle of small chunks and checksums are
+    undone on the chunks' bytes, never through zarr's codec objects and buffers; the
+    values are h5py's, whole and in part."""
+    from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec
+
+    from virtualizarr_fill.codecs.hdf5_lzf import HDF5LZFCodec
+    from virtualizarr_fill.codecs.hdf5_shuffle import HDF5ShuffleCodec
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("undone by zarr's codec chain")
+
+    store = _local(HDF5Parser(), hdf5_file)  # the parser checks chunks with the codecs
+    # zarr's wrappers of numcodecs' shuffle, zlib and checksum share one ``_decode_sync``
+    for codec in (HDF5LZFCodec, HDF5ShuffleCodec, _NumcodecsBytesBytesCodec):
+        monkeypatch.setattr(codec, "_decode_sync", refused)
+    group = zarr.open_group(store, mode="r")
+    names = ["tiny_lzf", "tiny_shuffle_zlib", "tiny_fletcher32_shuffle_zlib", "large_chunks"]
+    for name in [*names, "shuffle_after_fletcher32"]:
+        expected = _h5(hdf5_file, name)
+        _same(group[name][...], expected)
+        _same(group[name][2:, 1:-1], expected[2:, 1:-1])
+    # numcodecs' shuffle undoes chunks above the small-chunk size itself
+    assert read_pipeline.SMALL_SHUFFLE_BYTES < 100 * 100 * 8
 
 
 def test_predictor_rows_of_two_lengths(manifest_pipeline: None, tmp_path: Path) -> None:

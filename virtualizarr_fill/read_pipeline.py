@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Self, cast
 
 import imagecodecs
+import numcodecs
 import numpy as np
 import zarr
 from obstore.store import LocalStore, MemoryStore
@@ -65,6 +66,9 @@ from zarr.storage._common import StorePath
 
 from virtualizarr_fill._sync_store import _resolve, deepest_node, get_ranges
 from virtualizarr_fill.codecs._common import expected_nbytes
+from virtualizarr_fill.codecs.hdf5_bitshuffle import HDF5BitshuffleCodec
+from virtualizarr_fill.codecs.hdf5_lzf import HDF5LZFCodec
+from virtualizarr_fill.codecs.hdf5_shuffle import HDF5ShuffleCodec, unshuffle
 from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec, undo_predictor
 from virtualizarr_fill.codecs.truncate import TruncateCodec, truncated_length
@@ -551,7 +555,20 @@ def _direct_decode(bb_codecs: Sequence[Any], k: int) -> Callable[[Any, ArraySpec
     as undoing a checksum: these call the same function the codec calls, on the bytes
     themselves."""
     codec = bb_codecs[k]
+    if type(codec) in _DECODE_BYTES:
+        return lambda data, spec, nbytes: codec.decode_bytes(data)
     numcodec = _numcodec(codec)
+    if type(numcodec) is numcodecs.Shuffle and numcodec.elementsize > 1:
+        # numcodecs' argument checks cost more than unshuffling a small chunk (HDF5
+        # files of tiny chunks); its loop is faster on large ones.
+        elementsize = numcodec.elementsize
+
+        def unshuffled(data: Any, spec: ArraySpec, nbytes: int) -> Any:
+            if memoryview(data).nbytes <= SMALL_SHUFFLE_BYTES:
+                return unshuffle(data, elementsize)
+            return numcodec.decode(np.frombuffer(data, dtype=np.uint8))
+
+        return unshuffled
     if numcodec is not None:
         return lambda data, spec, nbytes: numcodec.decode(np.frombuffer(data, dtype=np.uint8))
     decode = _imagecodecs_function(codec)
@@ -580,6 +597,14 @@ def _direct_decode(bb_codecs: Sequence[Any], k: int) -> Callable[[Any, ArraySpec
 
         return truncate
     return None
+
+
+#: Chunk size up to which a byte shuffle is undone by NumPy rather than numcodecs.
+SMALL_SHUFFLE_BYTES = 2048
+
+#: This package's bytes->bytes codecs whose ``decode_bytes`` is what their
+#: ``_decode_sync`` does to the chunk's bytes.
+_DECODE_BYTES = (HDF5LZFCodec, HDF5ShuffleCodec, HDF5BitshuffleCodec)
 
 
 def _imagecodecs_function(codec: Any) -> Callable[[Any], Any] | None:

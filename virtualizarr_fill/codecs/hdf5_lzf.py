@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import imagecodecs
+import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
@@ -54,11 +55,17 @@ class HDF5LZFCodec(BytesBytesCodec):
     def to_dict(self) -> dict[str, JSON]:
         return {"name": HDF5_LZF_CODEC_NAME, "configuration": {"nbytes": self.nbytes}}
 
-    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+    def decode_bytes(self, data: Any) -> bytes:
+        """Decode one stored chunk (any bytes-like object)."""
         decoded = imagecodecs.lzf_decode(
-            chunk_bytes.as_numpy_array(), header=False, out=self.nbytes
+            np.frombuffer(data, dtype=np.uint8), header=False, out=self.nbytes
         )
-        return chunk_spec.prototype.buffer.from_bytes(bytes(decoded))
+        return bytes(decoded)
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return chunk_spec.prototype.buffer.from_bytes(
+            self.decode_bytes(chunk_bytes.as_numpy_array())
+        )
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
