@@ -410,6 +410,51 @@ def test_hdf5_filters_undone_on_stored_bytes(
     assert read_pipeline.SMALL_SHUFFLE_BYTES < 100 * 100 * 8
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 8, 99, 4096, 65537])
+def test_fletcher32_checksums_agree_with_numcodecs(size: int) -> None:
+    """libhdf5's Fletcher-32, as the read path checks chunks with it, accepts exactly
+    what numcodecs' codec writes (odd lengths included) and rejects a changed byte."""
+    from numcodecs import Fletcher32
+
+    from virtualizarr_fill.hdf5 import checksum
+
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    stored = bytes(Fletcher32().encode(data))
+    assert checksum.fletcher32_verified(stored) is True
+    flipped = bytearray(stored)
+    flipped[size // 2] ^= 0x10
+    assert checksum.fletcher32_verified(bytes(flipped)) is False
+
+
+def test_fletcher32_chunks_checked_by_libhdf5(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    hdf5_file: Path,
+) -> None:
+    """Chunks behind HDF5's Fletcher-32 filter are checked by libhdf5's checksum, whether
+    read as ``bytes`` (a few ranges of a local file) or as obstore's buffers (many);
+    the values are h5py's."""
+    from virtualizarr_fill.hdf5 import checksum
+
+    checked: list[bool | None] = []
+    original = checksum.fletcher32_verified
+
+    def counting(data: bytes) -> bool | None:
+        checked.append(original(data))
+        return checked[-1]
+
+    monkeypatch.setattr(checksum, "fletcher32_verified", counting)
+    group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
+    name = "tiny_fletcher32_shuffle_zlib"
+    expected = _h5(hdf5_file, name)
+    _same(group[name][...], expected)
+    assert len(checked) == 5 * 5 and all(checked)  # 19 x 21 in chunks of 4 x 5
+    checked.clear()
+    _same(group[name][5:7, 3], expected[5:7, 3])
+    assert len(checked) == 1 and all(checked)
+
+
 def test_predictor_rows_of_two_lengths(manifest_pipeline: None, tmp_path: Path) -> None:
     """Strips of two widths side by side: each chunk's predictor rows are its own, so a
     narrower chunk is never undone padded to the wider one's rows."""

@@ -1,4 +1,5 @@
-"""HDF5 metadata checksums (Bob Jenkins' lookup3 ``hashlittle``, initial value 0).
+"""HDF5 checksums: metadata (Bob Jenkins' lookup3 ``hashlittle``, initial value 0) and
+the Fletcher-32 filter's on data chunks.
 
 Version 2+ structures (fixed and extensible arrays, version 2 B-trees, v2 object
 headers) end in this checksum. libhdf5 exports its own implementation,
@@ -59,4 +60,29 @@ def verified(data: bytes, start: int = 0, end: int | None = None) -> bool | None
     return computed == int.from_bytes(data[end - 4 : end], "little")
 
 
-__all__ = ["available", "lookup3", "verified"]
+@functools.cache
+def _fletcher32_function() -> Callable[[bytes, int], int] | None:
+    lib = _libhdf5._libhdf5()
+    if lib is None or not hasattr(lib, "H5_checksum_fletcher32"):
+        return None
+    function = lib.H5_checksum_fletcher32
+    function.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    function.restype = ctypes.c_uint32
+    return function  # type: ignore[no-any-return]
+
+
+def fletcher32_verified(data: bytes) -> bool | None:
+    """Whether ``data`` (a chunk as HDF5's Fletcher-32 filter stores it) ends in the
+    checksum of the rest, in the byte order the filter writes (little-endian); None when
+    libhdf5's function is unavailable. A False leaves the verdict to the caller's codec
+    (libhdf5's reader also accepts the byte-swapped checksum of old files)."""
+    function = _fletcher32_function()
+    if function is None:
+        return None
+    size = len(data) - 4
+    if size < 0:
+        return False
+    return int(function(data, size)) == int.from_bytes(data[size:], "little")
+
+
+__all__ = ["available", "fletcher32_verified", "lookup3", "verified"]
