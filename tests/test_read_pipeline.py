@@ -72,6 +72,11 @@ TIFF_FIXTURES = [
     "jpeg2000_tiles",
     "lerc_tiles",
     "gdal_lerc_deflate",  # a bytes->bytes codec after the image codec
+    # packed samples: bytes->bytes codecs before an array->bytes codec other than bytes
+    "gdal_nbits4_deflate_strips",
+    "gdal_nbits12_lzw_strips",
+    "packed_1bit_padded_strip",
+    "packed_12bit",
 ]
 
 # Representative corpus files: strips (uncompressed, deflate), tiles, overviews, many

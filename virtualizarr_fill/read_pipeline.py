@@ -377,9 +377,9 @@ class ManifestCodecPipeline(CodecPipeline):
                 return transform.decode_chunk(buffer, spec).as_ndarray_like()
 
             return decode_with_zarr
-        # The bytes->bytes codecs' direct ways take the chunk's decoded size, which is
-        # the size of their output only before the ``bytes`` codec.
-        undo = _bytes_decoder(bb_codecs) if plain_bytes else None
+        # The chunk's decoded size is the size of the bytes->bytes codecs' output only
+        # before the ``bytes`` codec.
+        undo = _bytes_decoder(bb_codecs, sized=plain_bytes)
         inverse_orders = (
             [tuple(int(i) for i in np.argsort(c.order)) for c in reversed(aa_codecs)]
             if transposes
@@ -392,15 +392,13 @@ class ManifestCodecPipeline(CodecPipeline):
             if found is None:
                 found = resolved[spec.shape] = resolve_aa_specs(aa_codecs, spec)
             aa_specs, ab_spec = found
-            if undo is not None:
-                itemsize = ab_spec.dtype.to_native_dtype().itemsize
-                data = undo(data, ab_spec, math.prod(ab_spec.shape) * itemsize)
-                buffer = ab_spec.prototype.buffer.from_bytes(data)
-            else:
-                buffer = ab_spec.prototype.buffer.from_bytes(data)
-                for codec in reversed(bb_codecs):
-                    buffer = codec._decode_sync(buffer, ab_spec)
-            decoded = ab_codec._decode_sync(buffer, ab_spec)
+            if bb_codecs:
+                nbytes = 0
+                if plain_bytes:
+                    itemsize = ab_spec.dtype.to_native_dtype().itemsize
+                    nbytes = math.prod(ab_spec.shape) * itemsize
+                data = undo(data, ab_spec, nbytes)
+            decoded = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
             if transposes:
                 array = decoded.as_ndarray_like()
                 for order in inverse_orders:
@@ -514,16 +512,22 @@ def _decode_bytes(
     return _bytes_decoder(bb_codecs)(data, ab_spec, math.prod(shape) * dtype.itemsize)
 
 
-def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int], Any]:
-    """A function undoing ``bb_codecs`` for one chunk of ``nbytes`` decoded bytes.
+def _bytes_decoder(
+    bb_codecs: tuple[Any, ...], *, sized: bool = True
+) -> Callable[[Any, ArraySpec, int], Any]:
+    """A function undoing ``bb_codecs`` for one chunk of ``nbytes`` decoded bytes
+    (``sized``: the codecs' output is the ``bytes`` codec's input, whose size that is;
+    otherwise ``nbytes`` is not used).
 
     A zlib stream that decodes into the chunk's bytes (nothing but shuffles or the
     truncate codec after it) is inflated by :func:`~virtualizarr_fill.codecs.inflate.inflate`
     (libdeflate, or zlib itself for small chunks): its size is bounded, which libdeflate
     needs, and inflating is deterministic, so the bytes are the same. Anything it
     refuses goes to the codec itself."""
-    inflating = frozenset(k for k in range(len(bb_codecs)) if inflates_into_chunk(bb_codecs, k))
-    direct = [_direct_decode(bb_codecs, k) for k in range(len(bb_codecs))]
+    inflating = frozenset(
+        k for k in range(len(bb_codecs)) if sized and inflates_into_chunk(bb_codecs, k)
+    )
+    direct = [_direct_decode(bb_codecs, k, sized=sized) for k in range(len(bb_codecs))]
     last = len(bb_codecs) - 1
 
     def decode(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
@@ -546,10 +550,13 @@ def _bytes_decoder(bb_codecs: tuple[Any, ...]) -> Callable[[Any, ArraySpec, int]
     return decode
 
 
-def _direct_decode(bb_codecs: Sequence[Any], k: int) -> Callable[[Any, ArraySpec, int], Any] | None:
+def _direct_decode(
+    bb_codecs: Sequence[Any], k: int, *, sized: bool = True
+) -> Callable[[Any, ArraySpec, int], Any] | None:
     """What bytes->bytes codec ``k`` (in chain order) does to a chunk's bytes, as a
     function of (bytes-like, spec, the chunk's decoded size) to bytes-like, where it is
-    known exactly; None otherwise.
+    known exactly; None otherwise. Without ``sized`` the chunk's decoded size is not
+    the size of the codecs' output and is not used.
 
     zarr's codecs take and return ``Buffer`` objects, whose creation costs about as much
     as undoing a checksum: these call the same function the codec calls, on the bytes
@@ -586,7 +593,8 @@ def _direct_decode(bb_codecs: Sequence[Any], k: int) -> Callable[[Any, ArraySpec
     if numcodec is not None:
         return lambda data, spec, nbytes: numcodec.decode(np.frombuffer(data, dtype=np.uint8))
     decode = _imagecodecs_function(codec)
-    if decode is imagecodecs.lzw_decode and all(type(c) is TruncateCodec for c in bb_codecs[:k]):
+    lzw_sized = sized and all(type(c) is TruncateCodec for c in bb_codecs[:k])
+    if decode is imagecodecs.lzw_decode and lzw_sized:
         # Decoding LZW into a buffer of known size takes 40% less time than letting it
         # find the size. imagecodecs stops at the buffer's end: that is the truncate
         # codec's cut when it follows; else one byte more, so that a stream decoding
