@@ -67,7 +67,6 @@ from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.chunk_grids import FixedDimension
 from zarr.core.chunk_utils import fill_value_or_default
-from zarr.core.codec_pipeline import resolve_aa_specs
 from zarr.core.group import AsyncGroup, Group, GroupMetadata
 from zarr.core.indexing import BasicIndexer, IntDimIndexer, OrthogonalIndexer, SliceDimIndexer
 from zarr.core.metadata import ArrayV3Metadata
@@ -845,19 +844,19 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
         return False
     counts = [len(r) for r in lattice.ranges]
     count = math.prod(counts)
-    _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
-    stored_shape = ab_spec.shape
+    stored_shape = raw.stored_shape(spec)
     nbytes = math.prod(stored_shape) * raw.view_dtype.itemsize
     split = next((axis for axis, n in enumerate(counts) if n > 1), None)
-    if split is None or count * nbytes < 2 * SPAN_PIECE_BYTES:
+    files = lattice.plan.by_file
+    if split is None or count * nbytes < 2 * SPAN_PIECE_BYTES or len(files) != 1:
         return False
+    obj_store, path = _resolve(lattice.store._registry, next(iter(files)))
+    if not isinstance(obj_store, LocalStore):
+        return False  # one request for the span: pieces would each be one
     span = _one_span(lattice.plan, count, nbytes, _short_prefix(raw, stored_shape, short, count))
     if span is None:
         return False
-    url, start, end = span
-    obj_store, path = _resolve(lattice.store._registry, url)
-    if not isinstance(obj_store, LocalStore):
-        return False  # one request for the span: pieces would each be one
+    _, start, end = span
     # Axes before ``split`` hold one chunk each, so a range of indices along it is one
     # run of items, and of the span's bytes.
     per_index = math.prod(counts[split + 1 :]) * nbytes
@@ -880,9 +879,7 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
             if not read_into(obj_store, path, start + a * per_index, buffer[:size]):
                 return False
             blocks = buffer.view(raw.view_dtype).reshape(-1, *stored_shape)
-            blocks = raw.undo_predictor(blocks)
-            for order in raw.inverse_orders:
-                blocks = blocks.transpose((0, *(1 + o for o in order)))
+            blocks = raw.untransposed(raw.undo_predictor(blocks))
             piece_counts = [*counts[:split], b - a, *counts[split + 1 :]]
             whole = _lattice_array(blocks, piece_counts, spec.shape)
             within = list(selection)
@@ -1029,8 +1026,7 @@ async def _stored_blocks(
     once, then the transposes undone as views."""
     raw = pipeline.raw
     assert raw is not None
-    _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
-    stored_shape = ab_spec.shape
+    stored_shape = raw.stored_shape(spec)
     nbytes = math.prod(stored_shape) * raw.view_dtype.itemsize
     count = len(batch)
     span = None
@@ -1056,9 +1052,7 @@ async def _stored_blocks(
         blocks = raw.undo_predictor(blocks)
         if plan.missing:
             blocks[plan.missing] = fill_value_or_default(spec)
-    for order in raw.inverse_orders:
-        blocks = blocks.transpose((0, *(1 + o for o in order)))
-    return blocks
+    return raw.untransposed(blocks)
 
 
 def _short_prefix(
@@ -1073,10 +1067,10 @@ def _short_prefix(
     own = short.get(count - 1)
     if own is None or len(short) > 1:
         return None
-    _, own_ab = resolve_aa_specs(raw.aa_codecs, own)
+    own_shape = raw.stored_shape(own)
     # C order: rows of a shorter outer dimension are a prefix (dimensions of size 1
     # before it change nothing).
-    differ = [a for a, (o, w) in enumerate(zip(own_ab.shape, stored_shape, strict=True)) if o != w]
+    differ = [a for a, (o, w) in enumerate(zip(own_shape, stored_shape, strict=True)) if o != w]
     prefix = len(differ) == 1 and all(n == 1 for n in stored_shape[: differ[0]])
     return True if prefix else None
 

@@ -137,6 +137,17 @@ class _RawLayout:
             return stored
         return undo_predictor(stored, codec.predictor, codec.axis, codec.endian)
 
+    def stored_shape(self, spec: ArraySpec) -> tuple[int, ...]:
+        """The shape of a chunk of ``spec`` as the ``bytes`` codec stores it."""
+        return resolve_aa_specs(self.aa_codecs, spec)[1].shape
+
+    def untransposed(self, blocks: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """A stack of chunks in stored order (first axis: the chunk) with the transposes
+        undone, as a view."""
+        for order in self.inverse_orders:
+            blocks = blocks.transpose((0, *(1 + o for o in order)))
+        return blocks
+
     def rows_whole(self, spec: ArraySpec, short: dict[int, ArraySpec]) -> bool:
         """Whether every chunk in ``short`` has whole predictor rows of a chunk of
         ``spec`` (is shorter only in axes before the predictor's row axis): then, padded
@@ -144,13 +155,13 @@ class _RawLayout:
         if self.predictor is None or not short:
             return True
         axis = self.predictor.axis
-        _, ab_spec = resolve_aa_specs(self.aa_codecs, spec)
-        stored_shape = ab_spec.shape
-        for own in short.values():
-            _, own_ab = resolve_aa_specs(self.aa_codecs, own)
-            if own_ab.shape[axis:] != stored_shape[axis:]:
-                return False
-        return True
+        whole = self.stored_shape(spec)[axis:]
+        return all(self.stored_shape(own)[axis:] == whole for own in short.values())
+
+
+def _inverse_orders(transposes: Sequence[TransposeCodec]) -> tuple[tuple[int, ...], ...]:
+    """The axis orders undoing ``transposes``, in decode order (last codec first)."""
+    return tuple(tuple(int(i) for i in np.argsort(c.order)) for c in reversed(transposes))
 
 
 def _raw_layout(pipeline: BatchedCodecPipeline, array_spec: ArraySpec) -> _RawLayout | None:
@@ -171,8 +182,7 @@ def _raw_layout(pipeline: BatchedCodecPipeline, array_spec: ArraySpec) -> _RawLa
     else:
         view = dtype
     aa = tuple(c for c in aa_codecs if isinstance(c, TransposeCodec))
-    inverse = tuple(tuple(int(i) for i in np.argsort(c.order)) for c in reversed(aa))
-    return _RawLayout(view, aa, inverse, predictor)
+    return _RawLayout(view, aa, _inverse_orders(aa), predictor)
 
 
 @dataclass(frozen=True)
@@ -380,11 +390,7 @@ class ManifestCodecPipeline(CodecPipeline):
         # The chunk's decoded size is the size of the bytes->bytes codecs' output only
         # before the ``bytes`` codec.
         undo = _bytes_decoder(bb_codecs, sized=plain_bytes)
-        inverse_orders = (
-            [tuple(int(i) for i in np.argsort(c.order)) for c in reversed(aa_codecs)]
-            if transposes
-            else []
-        )
+        inverse_orders = _inverse_orders(aa_codecs) if transposes else ()
         resolved: dict[tuple[int, ...], tuple[tuple[ArraySpec, ...], ArraySpec]] = {}
 
         def decode(data: Any, spec: ArraySpec) -> Any:

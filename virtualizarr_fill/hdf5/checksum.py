@@ -14,19 +14,27 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
+from typing import Any
 
 from virtualizarr_fill.hdf5 import _libhdf5
 
 
 @functools.cache
-def _function() -> Callable[[int | None, int, int], int] | None:
+def _checksum_function(name: str, *argtypes: Any) -> Callable[..., int] | None:
+    """libhdf5's exported checksum function ``name`` (returning ``uint32_t``), or None."""
     lib = _libhdf5._libhdf5()
-    if lib is None or not hasattr(lib, "H5_checksum_lookup3"):
+    if lib is None or not hasattr(lib, name):
         return None
-    function = lib.H5_checksum_lookup3
-    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32]
+    function = getattr(lib, name)
+    function.argtypes = list(argtypes)
     function.restype = ctypes.c_uint32
     return function  # type: ignore[no-any-return]
+
+
+def _function() -> Callable[[int | None, int, int], int] | None:
+    return _checksum_function(
+        "H5_checksum_lookup3", ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32
+    )
 
 
 def available() -> bool:
@@ -60,23 +68,12 @@ def verified(data: bytes, start: int = 0, end: int | None = None) -> bool | None
     return computed == int.from_bytes(data[end - 4 : end], "little")
 
 
-@functools.cache
-def _fletcher32_function() -> Callable[[bytes, int], int] | None:
-    lib = _libhdf5._libhdf5()
-    if lib is None or not hasattr(lib, "H5_checksum_fletcher32"):
-        return None
-    function = lib.H5_checksum_fletcher32
-    function.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    function.restype = ctypes.c_uint32
-    return function  # type: ignore[no-any-return]
-
-
 def fletcher32_verified(data: bytes) -> bool | None:
     """Whether ``data`` (a chunk as HDF5's Fletcher-32 filter stores it) ends in the
     checksum of the rest, in the byte order the filter writes (little-endian); None when
     libhdf5's function is unavailable. A False leaves the verdict to the caller's codec
     (libhdf5's reader also accepts the byte-swapped checksum of old files)."""
-    function = _fletcher32_function()
+    function = _checksum_function("H5_checksum_fletcher32", ctypes.c_char_p, ctypes.c_size_t)
     if function is None:
         return None
     size = len(data) - 4
