@@ -158,6 +158,8 @@ class CodecChain:
     array_array: list[BaseCodec[Any, Any]] = field(default_factory=list)
     array_bytes: BaseCodec[Any, Any] = field(default_factory=BytesCodec)
     bytes_bytes: list[BaseCodec[Any, Any]] = field(default_factory=list)
+    #: The IFD's Compression tag (1: none), which names the decoder of an image codec.
+    compression: int = 1
 
     @property
     def is_image_codec(self) -> bool:
@@ -317,7 +319,7 @@ def codec_chain(
     ``packed_bits`` is the BitsPerSample of samples packed below byte size.
     """
     image_codec, decompressors = compression_codecs(page, source)
-    chain = CodecChain(array_array=transpose_for(layout))
+    chain = CodecChain(array_array=transpose_for(layout), compression=int(page.compression))
     if image_codec is not None:
         chain.array_bytes = image_codec
         chain.bytes_bytes = decompressors

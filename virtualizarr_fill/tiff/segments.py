@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import imagecodecs
 import numpy as np
@@ -49,13 +49,25 @@ from virtualizarr_fill.tiff import codecs_map
 from virtualizarr_fill.tiff.arrays import segment_manifest
 
 if TYPE_CHECKING:
-    from tifffile import TiffPage
     from zarr.abc.codec import BaseCodec
 
     from virtualizarr_fill.tiff.codecs_map import CodecChain
     from virtualizarr_fill.tiff.tags import SegmentLayout
 
 ChunkGridMetadata = RegularChunkGridMetadata | RectilinearChunkGridMetadata
+
+
+class SegmentTable(Protocol):
+    """Where an IFD's strips or tiles lie, as tifffile lists them: a ``TiffPage``, or a
+    ``TiffFrame`` when the rest of the IFD is known from an IFD parsed before."""
+
+    @property
+    def dataoffsets(self) -> Sequence[int] | np.ndarray: ...
+
+    @property
+    def databytecounts(self) -> Sequence[int] | np.ndarray: ...
+
+
 ReadRange = Callable[[int, int], bytes]
 
 
@@ -69,12 +81,12 @@ class GridDecision:
 
 
 def chunk_manifest(
-    page: TiffPage, layout: SegmentLayout, url: str, file_size: int, source: str
+    table: SegmentTable, layout: SegmentLayout, url: str, file_size: int, source: str
 ) -> ChunkManifest:
     """Chunk references from StripOffsets/TileOffsets and their byte counts."""
-    offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
-    lengths = np.asarray(page.databytecounts, dtype=np.uint64).reshape(layout.grid_shape)
-    sparse, beyond = _sparse_and_beyond(page, offsets, lengths, file_size)
+    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = np.asarray(table.databytecounts, dtype=np.uint64).reshape(layout.grid_shape)
+    sparse, beyond = _sparse_and_beyond(table, offsets, lengths, file_size)
     if beyond is not None:
         index = tuple(int(i) for i in np.unravel_index(beyond, layout.grid_shape))
         end = int(offsets[index]) + int(lengths[index])
@@ -100,11 +112,11 @@ _FEW_SEGMENTS = 1024
 
 
 def _sparse_and_beyond(
-    page: TiffPage, offsets: np.ndarray, lengths: np.ndarray, file_size: int
+    table: SegmentTable, offsets: np.ndarray, lengths: np.ndarray, file_size: int
 ) -> tuple[np.ndarray | None, int | None]:
     """The sparse segments (offset or byte count 0; None when there are none) and the
     flat index of the first stored segment ending past the end of the file (or None)."""
-    listed_offsets, listed_lengths = page.dataoffsets, page.databytecounts
+    listed_offsets, listed_lengths = table.dataoffsets, table.databytecounts
     if (
         type(listed_offsets) is tuple
         and type(listed_lengths) is tuple
@@ -166,39 +178,41 @@ def _row_bytes(layout: SegmentLayout, itemsize: int, chain: CodecChain | None = 
 _LENGTH_CLIP = np.uint64(2**62)
 
 
-def _segment_lengths(page: TiffPage, layout: SegmentLayout) -> np.ndarray:
+def _segment_lengths(table: SegmentTable, layout: SegmentLayout) -> np.ndarray:
     """Byte counts as int64 in the grid's shape, 0 for sparse segments."""
-    offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
-    lengths = np.asarray(page.databytecounts, dtype=np.uint64).reshape(layout.grid_shape)
+    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = np.asarray(table.databytecounts, dtype=np.uint64).reshape(layout.grid_shape)
     lengths = np.minimum(lengths, _LENGTH_CLIP)
     lengths[offsets == 0] = 0
     return lengths.astype(np.int64)
 
 
-def _listed_segments(page: TiffPage) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+def _listed_segments(table: SegmentTable) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """Offsets and byte counts as tifffile lists them, when few enough to check in Python."""
-    offsets, lengths = page.dataoffsets, page.databytecounts
+    offsets, lengths = table.dataoffsets, table.databytecounts
     if type(offsets) is tuple and type(lengths) is tuple and len(offsets) <= _FEW_SEGMENTS:
         return offsets, lengths
     return None
 
 
-def _last_strip_lengths(page: TiffPage, layout: SegmentLayout) -> list[int]:
-    listed = _listed_segments(page)
+def _last_strip_lengths(table: SegmentTable, layout: SegmentLayout) -> list[int]:
+    listed = _listed_segments(table)
     if listed is not None:
         offsets, lengths = listed
         per_plane = layout.grid_shape[1] * layout.grid_shape[2]
         last = [p * per_plane + per_plane - 1 for p in range(layout.grid_shape[0])]
         clip = int(_LENGTH_CLIP)
         return [min(int(lengths[k]), clip) for k in last if offsets[k] and lengths[k]]
-    lengths_array = _segment_lengths(page, layout)
+    lengths_array = _segment_lengths(table, layout)
     return [int(n) for n in lengths_array[:, -1, 0] if n > 0]
 
 
-def _uncompressed_lengths_fit(page: TiffPage, layout: SegmentLayout, full: int, short: int) -> bool:
+def _uncompressed_lengths_fit(
+    table: SegmentTable, layout: SegmentLayout, full: int, short: int
+) -> bool:
     """Whether every stored segment holds an acceptable byte count (checked in Python for
     few segments; False also when there are too many to check this way)."""
-    listed = _listed_segments(page)
+    listed = _listed_segments(table)
     if listed is None:
         return False
     per_plane = layout.grid_shape[1] * layout.grid_shape[2]
@@ -227,7 +241,7 @@ def _refuse_length(
 
 
 def _check_uncompressed_lengths(
-    page: TiffPage, layout: SegmentLayout, itemsize: int, chain: CodecChain, source: str
+    table: SegmentTable, layout: SegmentLayout, itemsize: int, chain: CodecChain, source: str
 ) -> None:
     """Stored uncompressed segments must hold exactly their bytes (else the file is damaged).
 
@@ -236,9 +250,9 @@ def _check_uncompressed_lengths(
     """
     row = _row_bytes(layout, itemsize, chain)
     full = layout.chunk_shape[1] * row
-    if _uncompressed_lengths_fit(page, layout, full, layout.last_strip_rows * row):
+    if _uncompressed_lengths_fit(table, layout, full, layout.last_strip_rows * row):
         return
-    lengths = _segment_lengths(page, layout)
+    lengths = _segment_lengths(table, layout)
     interior = lengths if layout.tiled else lengths[:, :-1, :]
     wrong = (interior > 0) & (interior != full)
     if wrong.any():
@@ -300,9 +314,9 @@ _IMAGE_DECODERS: dict[int, Callable[[bytes], Any]] = {
 }
 
 
-def decoded_strip_rows(page: TiffPage, offset: int, length: int, read: ReadRange) -> int | None:
-    """Rows an image codec produces for the strip at ``offset`` (reads it)."""
-    compression = int(page.compression)
+def decoded_strip_rows(chain: CodecChain, offset: int, length: int, read: ReadRange) -> int | None:
+    """Rows the image codec of ``chain`` produces for the strip at ``offset`` (reads it)."""
+    compression = chain.compression
     if compression in codecs_map.JPEG_FAMILY:
         head = read(offset, min(length, 8192))
         rows = jpeg_frame_rows(head)
@@ -313,27 +327,22 @@ def decoded_strip_rows(page: TiffPage, offset: int, length: int, read: ReadRange
     if decoder is None:
         return None
     data: Any = read(offset, length)
-    if compression == codecs_map.LERC:
-        tag = page.tags.get(codecs_map.LERC_PARAMETERS_TAG)
-        extra = int(tag.value[1]) if tag is not None and len(tag.value) > 1 else 0
-        if extra == 1:
-            data = imagecodecs.zlib_decode(data)
-        elif extra == 2:
-            data = imagecodecs.zstd_decode(data)
+    for codec in reversed(chain.bytes_bytes):  # e.g. GDAL's Deflate or Zstd around LERC
+        data = _decompress_with(codec, data)
     return int(np.asarray(decoder(data)).shape[0])
 
 
 def _image_codec_grid(
-    page: TiffPage, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
 ) -> GridDecision:
-    offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
-    lengths = _segment_lengths(page, layout)
+    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = _segment_lengths(table, layout)
     rows_seen = set()
     for plane in range(layout.grid_shape[0]):
         offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
         if offset == 0 or length == 0:
             continue
-        rows = decoded_strip_rows(page, offset, length, read)
+        rows = decoded_strip_rows(chain, offset, length, read)
         rows_seen.add(rows)
     full, short = layout.chunk_shape[1], layout.last_strip_rows
     if rows_seen <= {full}:
@@ -350,12 +359,12 @@ def _image_codec_grid(
 
 
 def probe_last_strip_padded(
-    page: TiffPage, layout: SegmentLayout, chain: CodecChain, itemsize: int, read: ReadRange
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, itemsize: int, read: ReadRange
 ) -> bool:
     """Decompress the last strip(s) and report whether they hold RowsPerStrip rows."""
     full_bytes = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
-    offsets = np.asarray(page.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
-    lengths = _segment_lengths(page, layout)
+    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = _segment_lengths(table, layout)
     for plane in range(layout.grid_shape[0]):
         offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
         if offset == 0 or length == 0:
@@ -382,7 +391,7 @@ def _decompress_with(codec: BaseCodec[Any, Any], data: bytes) -> bytes:
 
 
 def decide_grid(
-    page: TiffPage,
+    table: SegmentTable,
     layout: SegmentLayout,
     chain: CodecChain,
     itemsize: int,
@@ -393,16 +402,16 @@ def decide_grid(
 ) -> GridDecision:
     """Chunk grid and codecs for one IFD (see the module docstring for the rules)."""
     if not chain.is_compressed:
-        _check_uncompressed_lengths(page, layout, itemsize, chain, source)
+        _check_uncompressed_lengths(table, layout, itemsize, chain, source)
     if layout.tiled:
         return GridDecision(_regular(layout), chain.codecs(), "tiles")
     if layout.last_strip_rows == layout.chunk_shape[1]:
         return GridDecision(_regular(layout), chain.codecs(), "strips divide the image")
     if chain.is_image_codec:
-        return _image_codec_grid(page, layout, chain, read, source)
+        return _image_codec_grid(table, layout, chain, read, source)
     if not chain.is_compressed:
         stored_row = _row_bytes(layout, itemsize, chain)
-        last = _last_strip_lengths(page, layout)
+        last = _last_strip_lengths(table, layout)
         full = layout.chunk_shape[1] * stored_row
         short = layout.last_strip_rows * stored_row
         if all(n >= full for n in last):
@@ -417,7 +426,7 @@ def decide_grid(
         return GridDecision(
             _short_last_strip(layout), _truncating(chain, layout), "last strip over-long"
         )
-    if probe_last_strip and probe_last_strip_padded(page, layout, chain, itemsize, read):
+    if probe_last_strip and probe_last_strip_padded(table, layout, chain, itemsize, read):
         return GridDecision(_regular(layout), chain.codecs(), "last strip padded (decoded)")
     if chain.packed is not None:
         return GridDecision(
