@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tifffile
+import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup
@@ -49,6 +50,7 @@ from virtualizarr_fill.tiff import (
     caches,
     codecs_map,
     geo,
+    images,
     segments,
     tags,
 )
@@ -94,7 +96,38 @@ def _look_alikes(directory: Path) -> list[Path]:
                 path, data, compression="zlib", predictor=predictor, byteorder=byteorder
             )
             paths.append(path)
+    # Pyramids whose overviews and masks store the same tags as each other's, or all
+    # but one (nodata, predictor): see test_repeated_pyramid_levels_read_their_own_segments.
+    for name, seed, profile in [
+        ("a", 1, {}),
+        ("b", 2, {}),
+        ("nodata", 1, {"nodata": 7}),
+        ("predictor", 1, {"predictor": 2}),
+    ]:
+        paths.append(_pyramid(directory / f"look_alike_pyramid_{name}.tif", seed, **profile))
     return paths
+
+
+def _pyramid(path: Path, seed: int, **profile: Any) -> Path:
+    """A GDAL pyramid: a tiled Deflate image of two bands, its internal mask, and two
+    overviews of each. Other seeds give other values (other segment byte counts and
+    offsets) in IFDs that store the same tags."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 200, (2, 64, 48), dtype=np.uint8)
+    mask = np.full((64, 48), 255, np.uint8)
+    mask[: 8 + seed, :10] = 0
+    make_tiff_fixtures.write_gdal(
+        path,
+        data,
+        compress="DEFLATE",
+        tiled=True,
+        blockxsize=16,
+        blockysize=16,
+        overviews=[2, 4],
+        mask=mask,
+        **profile,
+    )
+    return path
 
 
 def _json(value: Any) -> Any:
@@ -442,11 +475,18 @@ def test_result_caches_change_no_parse(
     cached = dict(_records(tiff_files[::-1], tree=True))
     first_image = dict(_records(tiff_files))
     assert len(geo._georeferences) > 10 and len(arrays._kept) > 10 and len(band._descriptions) > 10
+    assert len(images._known) > 10  # pyramid levels read as frames in the second pass
     monkeypatch.setattr(caches, "ENABLED", False)
     arrays.clear_caches()
     fresh = dict(_records(tiff_files, tree=True))
     fresh_first_image = dict(_records(tiff_files))
-    assert not (geo._georeferences or arrays._kept or tiff_metadata._known or band._descriptions)
+    assert not (
+        geo._georeferences
+        or arrays._kept
+        or tiff_metadata._known
+        or band._descriptions
+        or images._known
+    )
     for path in tiff_files:
         assert cached[path] == fresh[path], path
         assert first_image[path] == fresh_first_image[path], path
@@ -464,6 +504,75 @@ def test_cached_results_are_not_shared_between_parses(tiff_files: list[Path]) ->
                     value.append("changed")
             array.metadata.attributes["added"] = True
     assert _group_record(_parse(path, tree=True)) == _parse_record_fresh(path)
+
+
+def test_repeated_pyramid_levels_read_their_own_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pyramid whose overview and mask IFDs store the same tags as another file's has
+    them read as tifffile frames (segment offsets and byte counts only) and described
+    from that file's parse, yet every level reads back its own values, bit for bit, and
+    the store equals a parse with every cache off."""
+    first = _pyramid(tmp_path / "first.tif", 1)
+    second = _pyramid(tmp_path / "second.tif", 2)
+    arrays.clear_caches()
+    first_record = _parse_record(first, tree=True)
+    url = "file://" + str(second)
+    store, key = REGISTRY.resolve(url)
+    reader = StoreFile(store, key)
+    with tifffile.TiffFile(reader) as tif:  # type: ignore[arg-type]
+        chain = list(images.main_chain(tif, reader.cached_range))
+    assert len(chain) == 6
+    assert [image.page is None for image in chain] == [False] + [True] * 5
+    assert all(isinstance(image.segments, tifffile.TiffFrame) for image in chain[1:])
+
+    root = zarr.open_group(store=TIFFParser(tree=True)(url, REGISTRY), mode="r", zarr_format=3)
+    with tifffile.TiffFile(second) as tif:
+        for name, group in root.groups():
+            page = tif.pages[int(group.attrs["tiff_ifd"])]
+            expected = page.asarray().reshape(page.shaped)
+            if page.shaped[0] == 1:  # pixel-interleaved (or one band)
+                expected = np.moveaxis(expected[0, 0], -1, 0)
+            np.testing.assert_array_equal(group["band_data"][...], expected, err_msg=name)
+    record = _parse_record(second, tree=True)
+    # The files' segments differ, so a level given the other file's would show.
+    for name in first_record["groups"]:
+        assert (
+            record["groups"][name]["arrays"]["band_data"]["manifest"]
+            != first_record["groups"][name]["arrays"]["band_data"]["manifest"]
+        ), name
+    monkeypatch.setattr(caches, "ENABLED", False)
+    assert record == _parse_record(second, tree=True)
+
+
+def test_later_pages_of_a_stack_are_read_as_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In one file, each page that stores the same tags as an earlier one is read as a
+    tifffile frame, described from that page's parse, and reads back its own values."""
+    path = tmp_path / "stack.tif"
+    data = np.arange(5 * 12 * 10, dtype="<u2").reshape(5, 12, 10)
+    tifffile.imwrite(path, data, compression="zlib")  # page 0 alone holds the shape
+    arrays.clear_caches()
+    full_parses = 0
+    page_init = tifffile.TiffPage.__init__
+
+    def counting_init(self: tifffile.TiffPage, *args: Any, **kwargs: Any) -> None:
+        nonlocal full_parses
+        full_parses += 1
+        page_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(tifffile.TiffPage, "__init__", counting_init)
+    store = TIFFParser(tree=True)("file://" + str(path), REGISTRY)
+    assert full_parses == 2  # pages 0 and 1; pages 2 to 4 take page 1's description
+    monkeypatch.setattr(tifffile.TiffPage, "__init__", page_init)
+    root = zarr.open_group(store=store, mode="r", zarr_format=3)
+    for number in range(5):
+        name = "image" if number == 0 else f"page_{number}"
+        np.testing.assert_array_equal(root[name]["band_data"][0], data[number], err_msg=name)
+    record = _parse_record(path, tree=True)
+    monkeypatch.setattr(caches, "ENABLED", False)
+    assert record == _parse_record(path, tree=True)
 
 
 def _parse_record_fresh(path: Path) -> Any:

@@ -51,7 +51,7 @@ from virtualizarr_fill.errors import (
 from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
-from virtualizarr_fill.tiff import caches, geo, segments, tags
+from virtualizarr_fill.tiff import caches, geo, images, segments, tags
 from virtualizarr_fill.tiff.arrays import (
     array_metadata,
     inlined_array,
@@ -59,7 +59,7 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_array,
     manifest_group,
 )
-from virtualizarr_fill.tiff.band import describe_band
+from virtualizarr_fill.tiff.images import ImageDescription, as_page
 from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
@@ -137,7 +137,9 @@ class TIFFParser:
             if self.stack_pages:
                 return _stacked_group(tif, context)
             page = _select_page(tif, self.ifd, url)
-            return _image_group(page, context, source=_source(url, page))
+            source = _source(url, page.index)
+            image = _describe(page, context, source)
+            return _image_group(image, page, page.index, context, source=source)
 
 
 _MALFORMED_HEADER_ERRORS = (
@@ -157,14 +159,21 @@ class _Context:
     reader: StoreFile
     file_size: int
     options: TIFFParser
-    #: Georeferences of the images overviews and masks inherit theirs from, by IFD.
-    parent_georeferences: dict[Any, geo.Georeference] = dataclasses.field(
-        default_factory=dict, compare=False
+
+
+def _source(url: str, index: int) -> str:
+    """The file, and the IFD's index after the first, as error messages name them."""
+    return f"{url} (IFD {index})" if index else url
+
+
+def _describe(page: TiffPage, context: _Context, source: str) -> ImageDescription:
+    return images.describe_image(
+        page,
+        source,
+        on_out_of_range=context.options.on_out_of_range,
+        cached_range=context.reader.cached_range,
+        head=context.reader.first_block(),
     )
-
-
-def _source(url: str, page: TiffPage) -> str:
-    return f"{url} (IFD {page.index})" if page.index else url
 
 
 class _QuietTifffile:
@@ -220,16 +229,10 @@ def _is_main_image(page: TiffPage) -> bool:
 def _main_pages(tif: TiffFile) -> list[TiffPage]:
     pages = []
     for page in tif.pages:
-        page = _as_page(page)
+        page = as_page(page)
         if _is_main_image(page):
             pages.append(page)
     return pages
-
-
-def _as_page(page: Any) -> TiffPage:
-    if isinstance(page, tifffile.TiffFrame):
-        return page.aspage()  # type: ignore[no-any-return]
-    return page  # type: ignore[no-any-return]
 
 
 def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
@@ -238,10 +241,10 @@ def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
             raise UnsupportedFeatureError(
                 f"{url}: IFD {ifd} does not exist (the file has {len(tif.pages)} IFDs)"
             )
-        return _as_page(tif.pages[ifd])
+        return as_page(tif.pages[ifd])
     try:
         # Not len(tif.pages): counting walks the whole IFD chain.
-        first = _as_page(tif.pages.first)
+        first = as_page(tif.pages.first)
     except IndexError:
         raise CorruptFileError(f"{url}: the IFD chain holds no image") from None
     if _is_main_image(first):
@@ -255,26 +258,23 @@ def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
 
 
 def _image_array(
-    page: TiffPage,
+    image: ImageDescription,
+    table: segments.SegmentTable,
+    index: int,
     context: _Context,
     source: str,
     extra_attributes: dict[str, Any],
     name: str = DATA_VARIABLE,
 ) -> ManifestArray:
-    """``band_data`` of one IFD; ``name`` labels it in the parse report."""
-    band = describe_band(
-        page,
-        source,
-        on_out_of_range=context.options.on_out_of_range,
-        cached_range=context.reader.cached_range,
-        head=context.reader.first_block(),
-    )
+    """``band_data`` of IFD ``index``, whose segments ``table`` lists; ``name`` labels it
+    in the parse report."""
+    band = image.band
     layout, chain, attrs = band.layout, band.chain, band.attributes
     dtype = band.sample.dtype
     # Segments past the end of the file are refused before their lengths are judged.
-    manifest = segments.chunk_manifest(page, layout, context.url, context.file_size, source)
+    manifest = segments.chunk_manifest(table, layout, context.url, context.file_size, source)
     decision = segments.decide_grid(
-        page,
+        table,
         layout,
         chain,
         dtype.itemsize,
@@ -297,20 +297,18 @@ def _image_array(
                 url=context.url,
                 name=name,
                 edge_handling=edge_handling_of(decision.codecs).name.lower(),
-                padding_notes=(_padding_note(page, layout, decision),),
+                padding_notes=(_padding_note(index, layout, decision),),
                 fill_notes=attrs.fill.notes,
             )
         )
     return manifest_array(band_metadata, manifest)
 
 
-def _padding_note(
-    page: TiffPage, layout: tags.SegmentLayout, decision: segments.GridDecision
-) -> str:
+def _padding_note(index: int, layout: tags.SegmentLayout, decision: segments.GridDecision) -> str:
     """How the IFD's segments tile the image, and the grid decision with its reason."""
     _, rows, cols = layout.chunk_shape
     height, width = layout.shape[1:]
-    ifd = f"IFD {page.index}: "
+    ifd = f"IFD {index}: "
     if layout.tiled:
         overhang = height % rows or width % cols
         how = "edge tiles overhang the image" if overhang else "tiles divide the image"
@@ -325,21 +323,23 @@ def _padding_note(
 
 
 def _image_group(
-    page: TiffPage,
+    image: ImageDescription,
+    table: segments.SegmentTable,
+    index: int,
     context: _Context,
     *,
     source: str,
     ifd: int | list[int] | None = None,
-    parent: TiffPage | None = None,
+    parent: ImageDescription | None = None,
     report_name: str = DATA_VARIABLE,
 ) -> ManifestGroup:
-    """The group of one image; ``parent`` georeferences overviews and masks."""
-    georef = _georeference(page, parent, context)
+    """The group of IFD ``index``; ``parent`` georeferences overviews and masks."""
+    georef = _georeference(image, parent)
     band_data = _image_array(
-        page, context, source, _grid_mapping_attributes(georef), name=report_name
+        image, table, index, context, source, _grid_mapping_attributes(georef), name=report_name
     )
     arrays = {DATA_VARIABLE: band_data, **_coordinate_arrays(georef, band_data.shape, context.url)}
-    attributes = _group_attributes(georef, page.index if ifd is None else ifd)
+    attributes = _group_attributes(georef, index if ifd is None else ifd)
     return manifest_group(arrays=arrays, attributes=attributes)
 
 
@@ -354,26 +354,14 @@ def _group_attributes(georef: geo.Georeference, ifd: Any) -> dict[str, Any]:
     return attrs
 
 
-def _georeference(
-    page: TiffPage, parent: TiffPage | None, context: _Context | None = None
-) -> geo.Georeference:
-    """The page's own georeference, or for an overview/mask without one, the parent's
-    scaled to the page's size (as GDAL georeferences overviews)."""
-    cached_range = context.reader.cached_range if context is not None else None
-    own = geo.georeference(page, cached_range)
-    known = context.parent_georeferences if context is not None else {}
-    if parent is None:
-        known[page.index] = own  # for the overviews and masks that follow
+def _georeference(image: ImageDescription, parent: ImageDescription | None) -> geo.Georeference:
+    """The image's own georeference, or for an overview/mask without one, the parent's
+    scaled to the image's size (as GDAL georeferences overviews)."""
+    own = image.georeference
+    if parent is None or own.is_georeferenced:
         return own
-    if own.is_georeferenced:
-        return own
-    key = parent.index
-    if key not in known:
-        known[key] = geo.georeference(parent, cached_range)
     return geo.inherited_georeference(
-        known[key],
-        (int(parent.imagelength), int(parent.imagewidth)),
-        (int(page.imagelength), int(page.imagewidth)),
+        parent.georeference, (parent.height, parent.width), (image.height, image.width)
     )
 
 
@@ -430,26 +418,30 @@ def _build_coordinate_arrays(
 @dataclass(frozen=True)
 class _NamedImage:
     name: str
-    page: TiffPage
+    image: ImageDescription
+    table: segments.SegmentTable
+    index: int
     ifd: int | list[int]
-    parent: TiffPage | None
+    parent: ImageDescription | None
 
 
 def _tree_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     groups: dict[str, ManifestGroup] = {}
-    for image in _named_images(tif):
-        groups[image.name] = _image_group(
-            image.page,
+    for named in _named_images(tif, context):
+        groups[named.name] = _image_group(
+            named.image,
+            named.table,
+            named.index,
             context,
-            source=_source(context.url, image.page),
-            ifd=image.ifd,
-            parent=image.parent,
-            report_name=f"{image.name}/{DATA_VARIABLE}",
+            source=_source(context.url, named.index),
+            ifd=named.ifd,
+            parent=named.parent,
+            report_name=f"{named.name}/{DATA_VARIABLE}",
         )
     return manifest_group(groups=groups, attributes={})
 
 
-def _named_images(tif: TiffFile) -> list[_NamedImage]:
+def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
     """Every image of the file with a group name describing its role.
 
     Overviews and masks follow the full-resolution image they belong to (COG order);
@@ -458,28 +450,43 @@ def _named_images(tif: TiffFile) -> list[_NamedImage]:
     named: list[_NamedImage] = []
     main_count = 0
     base = "image"
-    main: TiffPage | None = None
+    main: ImageDescription | None = None
     overview = mask_overview = 0
-    for index, raw in enumerate(tif.pages):
-        page = _as_page(raw)
+    for chained in images.main_chain(tif, context.reader.cached_range):
+        index = chained.index
+        image = chained.known
+        if image is None:
+            assert chained.page is not None
+            image = _describe(chained.page, context, _source(context.url, chained.index))
+            images.remember(chained, image)
         parent = main
-        if _is_main_image(page):
+        if image.is_main:
             base = "image" if main_count == 0 else f"page_{main_count}"
             main_count += 1
             overview = mask_overview = 0
-            name, main, parent = base, page, None
-        elif page.is_mask and page.is_reduced:
+            name, main, parent = base, image, None
+        elif image.is_mask and image.is_reduced:
             mask_overview += 1
             name = f"{_prefix(base)}mask_overview_{mask_overview}"
-        elif page.is_mask:
+        elif image.is_mask:
             name = f"{_prefix(base)}mask"
         else:
             overview += 1
             name = f"{_prefix(base)}overview_{overview}"
-        named.append(_NamedImage(name, page, index, parent))
-        for number, sub in enumerate(page.pages or ()):  # SubIFDs
+        named.append(_NamedImage(name, image, chained.segments, index, index, parent))
+        page = chained.page
+        for number, sub in enumerate((page.pages if page is not None else None) or ()):
+            sub_page = as_page(sub)
+            source = _source(context.url, sub_page.index)
             named.append(
-                _NamedImage(f"{name}_subifd_{number}", _as_page(sub), [index, number], page)
+                _NamedImage(
+                    f"{name}_subifd_{number}",
+                    _describe(sub_page, context, source),
+                    sub_page,
+                    sub_page.index,
+                    [index, number],
+                    image,
+                )
             )
     return named
 
@@ -491,17 +498,20 @@ def _prefix(base: str) -> str:
 def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     """Full-resolution pages stacked along a new leading ``page`` dimension."""
     pages = _main_pages(tif)
-    georef = _georeference(pages[0], None)
+    descriptions = [_describe(page, context, _source(context.url, page.index)) for page in pages]
+    georef = descriptions[0].georeference
     grid_mapping = _grid_mapping_attributes(georef)
     arrays = [
         _image_array(
+            image,
             page,
+            page.index,
             context,
-            _source(context.url, page),
+            _source(context.url, page.index),
             grid_mapping,
             name=f"{DATA_VARIABLE}[page={number}]",
         )
-        for number, page in enumerate(pages)
+        for number, (image, page) in enumerate(zip(descriptions, pages, strict=True))
     ]
     install_vz_adapter()  # stacking rectilinear arrays and shifting transposes
     try:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tifffile import TiffPage
+    from tifffile import TiffFile, TiffPage
 
 #: ``StoreFile.cached_range``: bytes already fetched, or None (never a request).
 CachedRange = Callable[[int, int], "bytes | None"]
@@ -35,8 +36,23 @@ def _field_sizes() -> dict[int, int]:
     return {int(code): struct.calcsize(fmt) for code, fmt in TIFF.DATA_FORMATS.items()}
 
 
+@functools.cache
+def _pointer_tags() -> frozenset[int]:
+    """Tags whose value field tifffile always reads as an offset, whatever their size."""
+    from tifffile import TIFF
+
+    return frozenset(TIFF.TAG_READERS)
+
+
+#: SubIFDs: the IFDs they point at are images of their own, which a key does not cover.
+SUBIFDS_TAG = 330
+
+
 def _file_layout(page: TiffPage) -> list[Any]:
-    tiff = page.parent.tiff
+    return _layout_of(page.parent.tiff)
+
+
+def _layout_of(tiff: Any) -> list[Any]:
     return [tiff.byteorder, tiff.tagsize, tiff.is_ndpi]
 
 
@@ -126,4 +142,109 @@ def ifd_key(
     return tuple(key)
 
 
-__all__ = ["SEGMENT_TAGS", "CachedRange", "ifd_key", "raw_tags_key"]
+@dataclass(frozen=True)
+class StoredIFD:
+    """One IFD of the main chain read from the bytes already fetched, without tifffile."""
+
+    offset: int
+    #: The IFD's tags as stored, as :func:`ifd_key` keys a page after the first; None
+    #: for the first IFD, where that key is None, and for an IFD with SubIFDs.
+    key: Hashable | None
+    #: Where the next IFD starts (0: the last IFD).
+    next_offset: int
+
+
+#: Longest main chain walked by :func:`stored_main_chain`.
+MAX_STORED_CHAIN = 4096
+
+
+def stored_main_chain(tif: TiffFile, cached_range: CachedRange) -> list[StoredIFD] | None:
+    """The main IFD chain as :class:`StoredIFD` s, or None when any of it lies outside the
+    bytes already fetched or it is anything but a plain chain (a repeated IFD, more than
+    :data:`MAX_STORED_CHAIN` IFDs, an NDPI file, an IFD past the end of the file):
+    tifffile walks those itself.
+
+    Hand-written because tifffile reads an IFD's entries only into a full ``TiffPage``
+    (or, for its segments, a ``TiffFrame``); the key needs the entries as stored.
+    """
+    tiff = tif.tiff
+    if tiff.is_ndpi:
+        return None
+    flags = (tif.is_lsm, tif.is_vista, tif.is_philips, tif.is_indica)
+    size = tif.filehandle.size
+    chain: list[StoredIFD] = []
+    seen: set[int] = set()
+    offset = int(tif.pages.first.offset)
+    while offset:
+        if offset in seen or offset >= size or len(chain) >= MAX_STORED_CHAIN:
+            return None
+        # The first IFD is parsed by tifffile in any case: its key would go unused.
+        stored = _stored_ifd(tiff, flags, offset, cached_range, keyed=bool(chain))
+        if stored is None:
+            return None
+        seen.add(offset)
+        chain.append(stored)
+        offset = stored.next_offset
+    return chain
+
+
+def _stored_ifd(
+    tiff: Any, flags: tuple[bool, ...], offset: int, cached_range: CachedRange, *, keyed: bool
+) -> StoredIFD | None:
+    head = cached_range(offset, tiff.tagnosize)
+    if head is None:
+        return None
+    (count,) = struct.unpack(tiff.tagnoformat, head)
+    if count > 4096:  # tifffile ends the chain here
+        return None
+    entries_size = count * tiff.tagsize
+    table = cached_range(offset + tiff.tagnosize, entries_size + tiff.offsetsize)
+    if table is None:
+        return None
+    (next_offset,) = struct.unpack_from(tiff.offsetformat, table, entries_size)
+    key = _entries_key(tiff, flags, table, count, cached_range) if keyed else None
+    return StoredIFD(offset, key, next_offset)
+
+
+def _entries_key(
+    tiff: Any, flags: tuple[bool, ...], table: bytes, count: int, cached_range: CachedRange
+) -> Hashable | None:
+    """:func:`ifd_key` of a page after the first, from its entry table."""
+    sizes = _field_sizes()
+    pointer_tags = _pointer_tags()
+    header = struct.Struct(tiff.tagheaderformat)
+    pointer = struct.Struct(tiff.offsetformat)
+    threshold = tiff.offsetsize
+    entries: list[int] = []
+    stored: list[bytes] = []
+    codes: set[int] = set()
+    for code, dtype, number, value in header.iter_unpack(table[: count * tiff.tagsize]):
+        size = sizes.get(dtype)
+        if size is None or code in codes or code == SUBIFDS_TAG:
+            return None
+        codes.add(code)
+        entries += (code, dtype, number)
+        if code in SEGMENT_TAGS:
+            continue
+        nbytes = number * size
+        if nbytes > threshold or code in pointer_tags:
+            (start,) = pointer.unpack(value)
+            raw = cached_range(start, nbytes) if start >= 8 else None
+            if raw is None:
+                return None
+        else:
+            raw = value[:nbytes]
+        stored.append(raw)
+    key = [*_layout_of(tiff), flags, tuple(entries), b"".join(stored)]
+    return tuple(key)
+
+
+__all__ = [
+    "MAX_STORED_CHAIN",
+    "SEGMENT_TAGS",
+    "CachedRange",
+    "StoredIFD",
+    "ifd_key",
+    "raw_tags_key",
+    "stored_main_chain",
+]

@@ -1,0 +1,139 @@
+"""What the parser takes from one IFD's tags (:class:`ImageDescription`), and the IFDs of a
+file's main chain, each with its description when an IFD that stores the same tags was
+described before.
+
+A COG's overviews and masks each cost tifffile a full parse of their IFD (``TiffPage``),
+about as much as everything the parser then derives from it. In an archive, each pyramid
+level's IFD stores the same tags file after file, but for where its segments lie. Such an
+IFD, recognised by its entry table as stored (:func:`.stored_tags.stored_main_chain`),
+is read as a ``TiffFrame``: tifffile reads only its segment offsets and byte counts, and
+the description comes from the earlier parse. IFDs seen for the first time, IFDs with
+SubIFDs and chains that leave the bytes already fetched are parsed by tifffile in full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import tifffile
+
+from virtualizarr_fill.tiff import caches, geo
+from virtualizarr_fill.tiff.band import BandDescription, describe_band
+from virtualizarr_fill.tiff.stored_tags import CachedRange, stored_main_chain
+
+if TYPE_CHECKING:
+    from tifffile import TiffFile, TiffFrame, TiffPage
+
+    from virtualizarr_fill.tiff.segments import SegmentTable
+
+
+@dataclass(frozen=True)
+class ImageDescription:
+    """One IFD's role, size, band array description and own georeference: everything
+    the parser derives from its tags but where its segments lie. Read-only, shared
+    between the IFDs that store the same tags."""
+
+    is_reduced: bool
+    is_mask: bool
+    height: int
+    width: int
+    band: BandDescription
+    georeference: geo.Georeference
+
+    @property
+    def is_main(self) -> bool:
+        """Neither an overview nor a mask."""
+        return not (self.is_reduced or self.is_mask)
+
+
+def describe_image(
+    page: TiffPage,
+    source: str,
+    *,
+    on_out_of_range: Literal["raise", "warn"],
+    cached_range: CachedRange | None,
+    head: bytes | memoryview = b"",
+) -> ImageDescription:
+    """The description of ``page`` (raises for an IFD the parser refuses, naming ``source``)."""
+    band = describe_band(
+        page, source, on_out_of_range=on_out_of_range, cached_range=cached_range, head=head
+    )
+    return ImageDescription(
+        is_reduced=bool(page.is_reduced),
+        is_mask=bool(page.is_mask),
+        height=int(page.imagelength),
+        width=int(page.imagewidth),
+        band=band,
+        georeference=geo.georeference(page, cached_range),
+    )
+
+
+@dataclass(frozen=True)
+class ChainImage:
+    """One IFD of the main chain: its index, where its segments lie, and either its full
+    tifffile parse (``page``) or the description of an IFD that stores the same tags."""
+
+    index: int
+    segments: SegmentTable
+    page: TiffPage | None
+    known: ImageDescription | None
+    #: The IFD's stored tags, under which a description of ``page`` may be kept.
+    key: Hashable | None = None
+
+
+#: Descriptions kept by their IFD's stored tags.
+KNOWN_IMAGES_SIZE = 256
+_known: caches.ResultCache[ImageDescription] = caches.ResultCache(KNOWN_IMAGES_SIZE)
+
+
+def main_chain(tif: TiffFile, cached_range: CachedRange) -> Iterator[ChainImage]:
+    """Every IFD of the main chain, in file order (see the module docstring). Lazily: a
+    description :func:`remember` ed for one IFD serves the later IFDs of the same file
+    that store the same tags (the pages of a stack)."""
+    stored = stored_main_chain(tif, cached_range) if caches.ENABLED else None
+    if stored is None:
+        for index, page in enumerate(tif.pages):
+            full = as_page(page)
+            yield ChainImage(index, full, full, None)
+        return
+    for index, ifd in enumerate(stored):
+        known = _known.get(ifd.key) if index else None
+        if known is not None:
+            frame: TiffFrame = tifffile.TiffFrame(tif, index, offset=ifd.offset)
+            yield ChainImage(index, frame, None, known)
+        else:
+            page = as_page(tif.pages[index])
+            yield ChainImage(index, page, page, None, ifd.key if index else None)
+
+
+def remember(image: ChainImage, description: ImageDescription) -> None:
+    """Keep ``description`` of ``image`` for later IFDs that store the same tags (only
+    descriptions reached without a warning, whose band arrays are complete)."""
+    if image.key is not None and description.band.attributes.reusable:
+        _known.put(image.key, description)
+
+
+def clear_cache() -> None:
+    """Forget the descriptions kept by :func:`remember`."""
+    _known.clear()
+
+
+def as_page(page: TiffPage | TiffFrame) -> TiffPage:
+    """``page`` as a full tifffile parse of its IFD."""
+    if isinstance(page, tifffile.TiffFrame):
+        return page.aspage()  # type: ignore[no-any-return]
+    return page
+
+
+__all__ = [
+    "KNOWN_IMAGES_SIZE",
+    "ChainImage",
+    "ImageDescription",
+    "as_page",
+    "clear_cache",
+    "describe_image",
+    "main_chain",
+    "remember",
+]
