@@ -56,6 +56,11 @@ def _layout_of(tiff: Any) -> list[Any]:
     return [tiff.byteorder, tiff.tagsize, tiff.is_ndpi]
 
 
+def _later_page_flags(tif: TiffFile) -> tuple[bool, ...]:
+    """The file-wide flags tifffile reads pages after the first by (see :func:`ifd_key`)."""
+    return (tif.is_lsm, tif.is_vista, tif.is_philips, tif.is_indica)
+
+
 def raw_tags_key(
     page: TiffPage, codes: tuple[int, ...], cached_range: CachedRange
 ) -> Hashable | None:
@@ -135,8 +140,7 @@ def ifd_key(
         stored.append(raw)
     key = _file_layout(page)
     if page.index != 0:
-        parent = page.parent
-        key.append((parent.is_lsm, parent.is_vista, parent.is_philips, parent.is_indica))
+        key.append(_later_page_flags(page.parent))
     # The entries give each value's length, so the joined values split one way only.
     key += (tuple(entries), b"".join(stored))
     return tuple(key)
@@ -170,16 +174,18 @@ def stored_main_chain(tif: TiffFile, cached_range: CachedRange) -> list[StoredIF
     tiff = tif.tiff
     if tiff.is_ndpi:
         return None
-    flags = (tif.is_lsm, tif.is_vista, tif.is_philips, tif.is_indica)
     size = tif.filehandle.size
     chain: list[StoredIFD] = []
     seen: set[int] = set()
+    # The first IFD is parsed by tifffile in any case: its key would go unused.
+    key_prefix: tuple[Any, ...] | None = None
     offset = int(tif.pages.first.offset)
     while offset:
         if offset in seen or offset >= size or len(chain) >= MAX_STORED_CHAIN:
             return None
-        # The first IFD is parsed by tifffile in any case: its key would go unused.
-        stored = _stored_ifd(tiff, flags, offset, cached_range, keyed=bool(chain))
+        if chain and key_prefix is None:
+            key_prefix = (*_layout_of(tiff), _later_page_flags(tif))
+        stored = _stored_ifd(tiff, key_prefix, offset, cached_range)
         if stored is None:
             return None
         seen.add(offset)
@@ -189,8 +195,9 @@ def stored_main_chain(tif: TiffFile, cached_range: CachedRange) -> list[StoredIF
 
 
 def _stored_ifd(
-    tiff: Any, flags: tuple[bool, ...], offset: int, cached_range: CachedRange, *, keyed: bool
+    tiff: Any, key_prefix: tuple[Any, ...] | None, offset: int, cached_range: CachedRange
 ) -> StoredIFD | None:
+    """The IFD at ``offset``, keyed after ``key_prefix`` (not keyed without one)."""
     head = cached_range(offset, tiff.tagnosize)
     if head is None:
         return None
@@ -202,12 +209,12 @@ def _stored_ifd(
     if table is None:
         return None
     (next_offset,) = struct.unpack_from(tiff.offsetformat, table, entries_size)
-    key = _entries_key(tiff, flags, table, count, cached_range) if keyed else None
+    key = None if key_prefix is None else _entries_key(tiff, key_prefix, table, count, cached_range)
     return StoredIFD(offset, key, next_offset)
 
 
 def _entries_key(
-    tiff: Any, flags: tuple[bool, ...], table: bytes, count: int, cached_range: CachedRange
+    tiff: Any, key_prefix: tuple[Any, ...], table: bytes, count: int, cached_range: CachedRange
 ) -> Hashable | None:
     """:func:`ifd_key` of a page after the first, from its entry table."""
     sizes = _field_sizes()
@@ -235,8 +242,7 @@ def _entries_key(
         else:
             raw = value[:nbytes]
         stored.append(raw)
-    key = [*_layout_of(tiff), flags, tuple(entries), b"".join(stored)]
-    return tuple(key)
+    return (*key_prefix, tuple(entries), b"".join(stored))
 
 
 __all__ = [
