@@ -524,6 +524,7 @@ def test_repeated_pyramid_levels_read_their_own_segments(
         chain = list(images.main_chain(tif, reader.cached_range))
     assert len(chain) == 6
     assert [image.page is None for image in chain] == [False] + [True] * 5
+    assert all(image.known is not None for image in chain)  # the first IFD's too
     assert all(isinstance(image.segments, tifffile.TiffFrame) for image in chain[1:])
 
     root = zarr.open_group(store=TIFFParser(tree=True)(url, REGISTRY), mode="r", zarr_format=3)

@@ -72,8 +72,9 @@ def describe_image(
 
 @dataclass(frozen=True)
 class ChainImage:
-    """One IFD of the main chain: its index, where its segments lie, and either its full
-    tifffile parse (``page``) or the description of an IFD that stores the same tags."""
+    """One IFD of the main chain: its index, where its segments lie, its full tifffile
+    parse (``page``) and/or the description of an IFD that stores the same tags
+    (``known``; the first IFD has both)."""
 
     index: int
     segments: SegmentTable
@@ -88,31 +89,42 @@ KNOWN_IMAGES_SIZE = 256
 _known: caches.ResultCache[ImageDescription] = caches.ResultCache(KNOWN_IMAGES_SIZE)
 
 
-def main_chain(tif: TiffFile, cached_range: CachedRange) -> Iterator[ChainImage]:
+def main_chain(
+    tif: TiffFile, cached_range: CachedRange, head: bytes | memoryview = b""
+) -> Iterator[ChainImage]:
     """Every IFD of the main chain, in file order (see the module docstring). Lazily: a
     description :func:`remember` ed for one IFD serves the later IFDs of the same file
-    that store the same tags (the pages of a stack)."""
-    stored = stored_main_chain(tif, cached_range) if caches.ENABLED else None
+    that store the same tags (the pages of a stack). ``head`` is the start of the file
+    as fetched (``StoreFile.first_block``)."""
+    stored = stored_main_chain(tif, cached_range, head) if caches.ENABLED else None
     if stored is None:
         for index, page in enumerate(tif.pages):
             full = as_page(page)
             yield ChainImage(index, full, full, None)
         return
     for index, ifd in enumerate(stored):
-        known = _known.get(ifd.key) if index else None
-        if known is not None:
+        known = _known.get(ifd.key)
+        if index == 0:  # parsed by tifffile on opening the file
+            first = tif.pages.first
+            yield ChainImage(0, first, first, known, ifd.key)
+        elif known is not None:
             frame: TiffFrame = tifffile.TiffFrame(tif, index, offset=ifd.offset)
             yield ChainImage(index, frame, None, known)
         else:
             page = as_page(tif.pages[index])
-            yield ChainImage(index, page, page, None, ifd.key if index else None)
+            yield ChainImage(index, page, page, None, ifd.key)
 
 
-def remember(image: ChainImage, description: ImageDescription) -> None:
-    """Keep ``description`` of ``image`` for later IFDs that store the same tags (only
+def known_image(key: Hashable | None) -> ImageDescription | None:
+    """The description kept under ``key`` by :func:`remember`, if any."""
+    return _known.get(key)
+
+
+def remember(key: Hashable | None, description: ImageDescription) -> None:
+    """Keep ``description`` for later IFDs whose stored tags give ``key`` (only
     descriptions reached without a warning, whose band arrays are complete)."""
-    if image.key is not None and description.band.attributes.reusable:
-        _known.put(image.key, description)
+    if description.band.attributes.reusable:
+        _known.put(key, description)
 
 
 def clear_cache() -> None:
@@ -134,6 +146,7 @@ __all__ = [
     "as_page",
     "clear_cache",
     "describe_image",
+    "known_image",
     "main_chain",
     "remember",
 ]

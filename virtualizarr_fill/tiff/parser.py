@@ -60,6 +60,7 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_group,
 )
 from virtualizarr_fill.tiff.images import ImageDescription, as_page
+from virtualizarr_fill.tiff.stored_tags import stored_ifd_key
 from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class TIFFParser:
                 return _stacked_group(tif, context)
             page = _select_page(tif, self.ifd, url)
             source = _source(url, page.index)
-            image = _describe(page, context, source)
+            image = _describe_main_chain_page(tif, page, context, source)
             return _image_group(image, page, page.index, context, source=source)
 
 
@@ -174,6 +175,25 @@ def _describe(page: TiffPage, context: _Context, source: str) -> ImageDescriptio
         cached_range=context.reader.cached_range,
         head=context.reader.first_block(),
     )
+
+
+def _describe_main_chain_page(
+    tif: TiffFile, page: TiffPage, context: _Context, source: str
+) -> ImageDescription:
+    """The description of a page of the main chain, taken from an IFD described before
+    that stores the same tags where there is one (see :mod:`.images`)."""
+    reader = context.reader
+    key = (
+        stored_ifd_key(tif, page, reader.cached_range, reader.first_block())
+        if caches.ENABLED
+        else None
+    )
+    known = images.known_image(key)
+    if known is not None:
+        return known
+    image = _describe(page, context, source)
+    images.remember(key, image)
+    return image
 
 
 class _QuietTifffile:
@@ -452,13 +472,14 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
     base = "image"
     main: ImageDescription | None = None
     overview = mask_overview = 0
-    for chained in images.main_chain(tif, context.reader.cached_range):
+    reader = context.reader
+    for chained in images.main_chain(tif, reader.cached_range, reader.first_block()):
         index = chained.index
         image = chained.known
         if image is None:
             assert chained.page is not None
             image = _describe(chained.page, context, _source(context.url, chained.index))
-            images.remember(chained, image)
+            images.remember(chained.key, image)
         parent = main
         if image.is_main:
             base = "image" if main_count == 0 else f"page_{main_count}"
@@ -498,7 +519,10 @@ def _prefix(base: str) -> str:
 def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     """Full-resolution pages stacked along a new leading ``page`` dimension."""
     pages = _main_pages(tif)
-    descriptions = [_describe(page, context, _source(context.url, page.index)) for page in pages]
+    descriptions = [
+        _describe_main_chain_page(tif, page, context, _source(context.url, page.index))
+        for page in pages
+    ]
     georef = descriptions[0].georeference
     grid_mapping = _grid_mapping_attributes(georef)
     arrays = [

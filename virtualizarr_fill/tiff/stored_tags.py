@@ -96,10 +96,23 @@ def _stored_value(
     offset = tag.valueoffset
     if size is None or offset < 8:
         return None
-    end = offset + tag.count * size
+    return _fetched(offset, tag.count * size, cached_range, head)
+
+
+def _fetched(
+    start: int, length: int, cached_range: CachedRange, head: bytes | memoryview
+) -> bytes | memoryview | None:
+    """``length`` bytes from ``start``: sliced from ``head`` where they lie in it, else
+    from ``cached_range`` (None when not fetched)."""
+    end = start + length
     if end <= len(head):
-        return head[offset:end]
-    return cached_range(offset, tag.count * size)
+        return head[start:end]
+    return cached_range(start, length)
+
+
+@functools.cache
+def _struct(fmt: str) -> struct.Struct:
+    return struct.Struct(fmt)
 
 
 def ifd_key(
@@ -151,8 +164,8 @@ class StoredIFD:
     """One IFD of the main chain read from the bytes already fetched, without tifffile."""
 
     offset: int
-    #: The IFD's tags as stored, as :func:`ifd_key` keys a page after the first; None
-    #: for the first IFD, where that key is None, and for an IFD with SubIFDs.
+    #: The IFD's tags as stored, as :func:`ifd_key` keys the page (see
+    #: :func:`stored_ifd_key`); None where that key is None and for an IFD with SubIFDs.
     key: Hashable | None
     #: Where the next IFD starts (0: the last IFD).
     next_offset: int
@@ -162,11 +175,14 @@ class StoredIFD:
 MAX_STORED_CHAIN = 4096
 
 
-def stored_main_chain(tif: TiffFile, cached_range: CachedRange) -> list[StoredIFD] | None:
+def stored_main_chain(
+    tif: TiffFile, cached_range: CachedRange, head: bytes | memoryview = b""
+) -> list[StoredIFD] | None:
     """The main IFD chain as :class:`StoredIFD` s, or None when any of it lies outside the
     bytes already fetched or it is anything but a plain chain (a repeated IFD, more than
     :data:`MAX_STORED_CHAIN` IFDs, an NDPI file, an IFD past the end of the file):
-    tifffile walks those itself.
+    tifffile walks those itself. ``head`` is the start of the file as fetched, as for
+    :func:`ifd_key`.
 
     Hand-written because tifffile reads an IFD's entries only into a full ``TiffPage``
     (or, for its segments, a ``TiffFrame``); the key needs the entries as stored.
@@ -177,15 +193,17 @@ def stored_main_chain(tif: TiffFile, cached_range: CachedRange) -> list[StoredIF
     size = tif.filehandle.size
     chain: list[StoredIFD] = []
     seen: set[int] = set()
-    # The first IFD is parsed by tifffile in any case: its key would go unused.
-    key_prefix: tuple[Any, ...] | None = None
+    later_prefix: tuple[Any, ...] | None = None
+    prefix: tuple[Any, ...] = ()
     offset = int(tif.pages.first.offset)
     while offset:
         if offset in seen or offset >= size or len(chain) >= MAX_STORED_CHAIN:
             return None
-        if chain and key_prefix is None:
-            key_prefix = (*_layout_of(tiff), _later_page_flags(tif))
-        stored = _stored_ifd(tiff, key_prefix, offset, cached_range)
+        if not chain:
+            prefix = _key_prefix(tif, first=True)
+        elif later_prefix is None:
+            prefix = later_prefix = _key_prefix(tif, first=False)
+        stored = _stored_ifd(tiff, prefix, offset, cached_range, head)
         if stored is None:
             return None
         seen.add(offset)
@@ -194,54 +212,81 @@ def stored_main_chain(tif: TiffFile, cached_range: CachedRange) -> list[StoredIF
     return chain
 
 
-def _stored_ifd(
-    tiff: Any, key_prefix: tuple[Any, ...] | None, offset: int, cached_range: CachedRange
-) -> StoredIFD | None:
-    """The IFD at ``offset``, keyed after ``key_prefix`` (not keyed without one)."""
-    head = cached_range(offset, tiff.tagnosize)
-    if head is None:
+def stored_ifd_key(
+    tif: TiffFile, page: TiffPage, cached_range: CachedRange, head: bytes | memoryview = b""
+) -> Hashable | None:
+    """The key :func:`stored_main_chain` gives ``page`` of the main chain, from the bytes
+    already fetched (None where that key is None, and for NDPI files)."""
+    if tif.tiff.is_ndpi or len(page.treeindex) > 1:  # SubIFDs are not keyed
         return None
-    (count,) = struct.unpack(tiff.tagnoformat, head)
+    prefix = _key_prefix(tif, first=page.index == 0)
+    stored = _stored_ifd(tif.tiff, prefix, int(page.offset), cached_range, head)
+    return None if stored is None else stored.key
+
+
+def _key_prefix(tif: TiffFile, *, first: bool) -> tuple[Any, ...]:
+    """File layout, and for pages after the first the file-wide flags (as :func:`ifd_key`;
+    the two kinds of key differ in length, so never collide)."""
+    layout = _layout_of(tif.tiff)
+    return tuple(layout) if first else (*layout, _later_page_flags(tif))
+
+
+def _stored_ifd(
+    tiff: Any,
+    key_prefix: tuple[Any, ...],
+    offset: int,
+    cached_range: CachedRange,
+    head: bytes | memoryview,
+) -> StoredIFD | None:
+    """The IFD at ``offset``, its key after ``key_prefix``."""
+    number = _fetched(offset, tiff.tagnosize, cached_range, head)
+    if number is None:
+        return None
+    (count,) = _struct(tiff.tagnoformat).unpack(number)
     if count > 4096:  # tifffile ends the chain here
         return None
     entries_size = count * tiff.tagsize
-    table = cached_range(offset + tiff.tagnosize, entries_size + tiff.offsetsize)
+    table = _fetched(offset + tiff.tagnosize, entries_size + tiff.offsetsize, cached_range, head)
     if table is None:
         return None
-    (next_offset,) = struct.unpack_from(tiff.offsetformat, table, entries_size)
-    key = None if key_prefix is None else _entries_key(tiff, key_prefix, table, count, cached_range)
+    (next_offset,) = _struct(tiff.offsetformat).unpack_from(table, entries_size)
+    key = _entries_key(tiff, key_prefix, table[:entries_size], cached_range, head)
     return StoredIFD(offset, key, next_offset)
 
 
 def _entries_key(
-    tiff: Any, key_prefix: tuple[Any, ...], table: bytes, count: int, cached_range: CachedRange
+    tiff: Any,
+    key_prefix: tuple[Any, ...],
+    table: bytes | memoryview,
+    cached_range: CachedRange,
+    head: bytes | memoryview,
 ) -> Hashable | None:
-    """:func:`ifd_key` of a page after the first, from its entry table."""
+    """:func:`ifd_key` of a page, from its entry table."""
     sizes = _field_sizes()
     pointer_tags = _pointer_tags()
-    header = struct.Struct(tiff.tagheaderformat)
-    pointer = struct.Struct(tiff.offsetformat)
+    pointer = _struct(tiff.offsetformat)
     threshold = tiff.offsetsize
     entries: list[int] = []
-    stored: list[bytes] = []
-    codes: set[int] = set()
-    for code, dtype, number, value in header.iter_unpack(table[: count * tiff.tagsize]):
+    stored: list[bytes | memoryview] = []
+    for code, dtype, number, value in _struct(tiff.tagheaderformat).iter_unpack(table):
         size = sizes.get(dtype)
-        if size is None or code in codes or code == SUBIFDS_TAG:
+        if size is None:
             return None
-        codes.add(code)
         entries += (code, dtype, number)
         if code in SEGMENT_TAGS:
             continue
         nbytes = number * size
-        if nbytes > threshold or code in pointer_tags:
-            (start,) = pointer.unpack(value)
-            raw = cached_range(start, nbytes) if start >= 8 else None
-            if raw is None:
-                return None
-        else:
-            raw = value[:nbytes]
-        stored.append(raw)
+        if nbytes <= threshold and code not in pointer_tags:
+            stored.append(value[:nbytes])
+            continue
+        (start,) = pointer.unpack(value)
+        pointed = _fetched(start, nbytes, cached_range, head) if start >= 8 else None
+        if pointed is None:
+            return None
+        stored.append(pointed)
+    codes = entries[::3]
+    if SUBIFDS_TAG in codes or len(set(codes)) != len(codes):
+        return None
     return (*key_prefix, tuple(entries), b"".join(stored))
 
 
@@ -252,5 +297,6 @@ __all__ = [
     "StoredIFD",
     "ifd_key",
     "raw_tags_key",
+    "stored_ifd_key",
     "stored_main_chain",
 ]
