@@ -53,7 +53,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 from virtualizarr_fill.io import CountingStore
-from virtualizarr_fill.tiff import TIFFParser, arrays, caches, geo
+from virtualizarr_fill.tiff import TIFFParser, arrays, caches, geo, images
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -149,8 +149,11 @@ BEFORE_EACH_PARSE: Callable[[], None] | None = None
 
 
 def _forget_placement() -> None:
+    # A scene placed elsewhere stores other geo tags: its georeference, coordinates and
+    # image descriptions (keyed by every tag) are new; its band description is not.
     geo.clear_cache()
     arrays.clear_kept_arrays()
+    images.clear_cache()
 
 
 def _measure_once(parser: Callable[[str, Any], Any], path: Path) -> tuple[float, int, int]:
