@@ -22,12 +22,14 @@ first IFD's tags and GeoTIFF keys (every tifffile-based parser pays it before bu
 any Zarr metadata), and ``open_virtual_dataset`` is the whole call a user makes with
 ``TIFFParser()`` (parse plus VirtualiZarr building the xarray Dataset).
 
-Every file is parsed repeatedly, so the parser's result caches (band descriptions,
-georeferences, coordinate arrays and attributes kept by the contents of their tags,
-:mod:`virtualizarr_fill.tiff.caches`) serve repetitions after the first, as they serve
-the files of a time series on one grid; ``--new-placement`` forgets the georeferences
-and coordinates before each parse (the scenes of one product, each placed elsewhere),
-and ``--no-result-caches`` measures files that share none of these.
+Every file is parsed repeatedly, so the parser's result caches (image and band
+descriptions, georeferences, coordinate arrays and attributes kept by the contents of
+their tags, :mod:`virtualizarr_fill.tiff.caches`) serve repetitions after the first, as
+they serve the files of a time series on one grid; ``--new-placement`` forgets the
+georeferences, coordinates and image descriptions before each parse (the scenes of one
+product, each placed elsewhere; pessimistic for overviews, whose IFDs usually hold no
+geo tags and so stay shared between scenes), and ``--no-result-caches`` measures files
+that share none of these.
 
 Run: ``python benchmarks/bench_tiff.py`` (``--repeat N``, ``--no-corpus``). ``--profile N``
 instead runs N first-image and N every-IFD parses of each generated file under cProfile
