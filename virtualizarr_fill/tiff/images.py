@@ -7,8 +7,10 @@ about as much as everything the parser then derives from it. In an archive, each
 level's IFD stores the same tags file after file, but for where its segments lie. Such an
 IFD, recognised by its entry table as stored (:func:`.stored_tags.stored_main_chain`),
 is read as a ``TiffFrame``: tifffile reads only its segment offsets and byte counts, and
-the description comes from the earlier parse. IFDs seen for the first time, IFDs with
-SubIFDs and chains that leave the bytes already fetched are parsed by tifffile in full.
+the description comes from the earlier parse. The first IFD, which tifffile parses on
+opening the file, takes a known description the same way rather than deriving it again.
+IFDs seen for the first time, IFDs with SubIFDs and chains that leave the bytes already
+fetched are parsed by tifffile in full and described afresh.
 """
 
 from __future__ import annotations
