@@ -546,6 +546,34 @@ def test_repeated_pyramid_levels_read_their_own_segments(
     assert record == _parse_record(second, tree=True)
 
 
+def _with_tile_offsets_past_the_end(source: Path, path: Path) -> None:
+    """``source`` with the TileOffsets array of its first IFD after the first that has
+    several tiles pointed past the end of the file (its other tags, and so its
+    stored-tags key, unchanged)."""
+    data = bytearray(source.read_bytes())
+    with tifffile.TiffFile(source) as tif:
+        tag = next(p.tags[324] for p in list(tif.pages)[1:] if p.tags[324].count > 1)
+    struct.pack_into("<I", data, tag.offset + 8, len(data) + 1000)
+    path.write_bytes(bytes(data))
+
+
+def test_a_known_ifd_whose_segment_table_is_unreadable_is_refused_as_without_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An overview that stores the same tags as one described before, but whose tile
+    offsets lie past the end of the file, is refused with the error a parse with the
+    caches off gives (naming the unreadable tag), not read as an empty frame."""
+    first = _pyramid(tmp_path / "first.tif", 1)
+    damaged = tmp_path / "damaged.tif"
+    _with_tile_offsets_past_the_end(_pyramid(tmp_path / "second.tif", 2), damaged)
+    arrays.clear_caches()
+    assert "groups" in _parse_record(first, tree=True)
+    refused = _parse_record(damaged, tree=True)
+    monkeypatch.setattr(caches, "ENABLED", False)
+    assert refused == _parse_record(damaged, tree=True)
+    assert refused["error"] == "CorruptFileError" and "TileOffsets" in refused["message"]
+
+
 def test_later_pages_of_a_stack_are_read_as_frames(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,7 @@ fetched are parsed by tifffile in full and described afresh.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -109,12 +110,22 @@ def main_chain(
         if index == 0:  # parsed by tifffile on opening the file
             first = tif.pages.first
             yield ChainImage(0, first, first, known, ifd.key)
-        elif known is not None:
-            frame: TiffFrame = tifffile.TiffFrame(tif, index, offset=ifd.offset)
+        elif known is not None and _lists_every_segment(
+            frame := tifffile.TiffFrame(tif, index, offset=ifd.offset), known
+        ):
             yield ChainImage(index, frame, None, known)
         else:
+            # Seen for the first time, or a segment table tifffile could not read: the
+            # full parse describes it, or refuses it naming the tag.
             page = as_page(tif.pages[index])
             yield ChainImage(index, page, page, None, ifd.key)
+
+
+def _lists_every_segment(frame: TiffFrame, known: ImageDescription) -> bool:
+    """Whether tifffile read an offset and a byte count for every segment of the image
+    (it leaves out a table it cannot read, such as one past the end of the file)."""
+    count = math.prod(known.band.layout.grid_shape)
+    return len(frame.dataoffsets) == count and len(frame.databytecounts) == count
 
 
 def known_image(key: Hashable | None) -> ImageDescription | None:
