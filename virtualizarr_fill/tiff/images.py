@@ -24,7 +24,7 @@ import tifffile
 
 from virtualizarr_fill.tiff import caches, geo
 from virtualizarr_fill.tiff.band import BandDescription, describe_band
-from virtualizarr_fill.tiff.stored_tags import CachedRange, stored_main_chain
+from virtualizarr_fill.tiff.stored_tags import CachedRange, main_chain_key, stored_main_chain
 
 if TYPE_CHECKING:
     from tifffile import TiffFile, TiffFrame, TiffPage
@@ -128,9 +128,13 @@ def _lists_every_segment(frame: TiffFrame, known: ImageDescription) -> bool:
     return len(frame.dataoffsets) == count and len(frame.databytecounts) == count
 
 
-def known_image(key: Hashable | None) -> ImageDescription | None:
-    """The description kept under ``key`` by :func:`remember`, if any."""
-    return _known.get(key)
+def chain_page(
+    page: TiffPage, cached_range: CachedRange, head: bytes | memoryview = b""
+) -> ChainImage:
+    """``page`` of the main chain, as tifffile parsed it, with the description of an
+    IFD described before that stores the same tags, if any (as :func:`main_chain`)."""
+    key = main_chain_key(page, cached_range, head) if caches.ENABLED else None
+    return ChainImage(page.index, page, page, _known.get(key), key)
 
 
 def remember(key: Hashable | None, description: ImageDescription) -> None:
@@ -159,7 +163,7 @@ __all__ = [
     "as_page",
     "clear_cache",
     "describe_image",
-    "known_image",
+    "chain_page",
     "main_chain",
     "remember",
 ]

@@ -60,7 +60,6 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_group,
 )
 from virtualizarr_fill.tiff.images import ImageDescription, as_page
-from virtualizarr_fill.tiff.stored_tags import stored_ifd_key
 from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
@@ -138,9 +137,8 @@ class TIFFParser:
             if self.stack_pages:
                 return _stacked_group(tif, context)
             page = _select_page(tif, self.ifd, url)
-            source = _source(url, page.index)
-            image = _describe_main_chain_page(tif, page, context, source)
-            return _image_group(image, page, page.index, context, source=source)
+            image = _description(_chain_page(page, context), context)
+            return _image_group(image, page, page.index, context, source=_source(url, page.index))
 
 
 _MALFORMED_HEADER_ERRORS = (
@@ -177,23 +175,19 @@ def _describe(page: TiffPage, context: _Context, source: str) -> ImageDescriptio
     )
 
 
-def _describe_main_chain_page(
-    tif: TiffFile, page: TiffPage, context: _Context, source: str
-) -> ImageDescription:
-    """The description of a page of the main chain, taken from an IFD described before
-    that stores the same tags where there is one (see :mod:`.images`)."""
-    reader = context.reader
-    key = (
-        stored_ifd_key(tif, page, reader.cached_range, reader.first_block())
-        if caches.ENABLED
-        else None
-    )
-    known = images.known_image(key)
-    if known is not None:
-        return known
-    image = _describe(page, context, source)
-    images.remember(key, image)
+def _description(chained: images.ChainImage, context: _Context) -> ImageDescription:
+    """The description of an IFD of the main chain: the one known for its stored tags,
+    else derived from its page (and kept for the IFDs that store the same tags)."""
+    if chained.known is not None:
+        return chained.known
+    assert chained.page is not None
+    image = _describe(chained.page, context, _source(context.url, chained.index))
+    images.remember(chained.key, image)
     return image
+
+
+def _chain_page(page: TiffPage, context: _Context) -> images.ChainImage:
+    return images.chain_page(page, context.reader.cached_range, context.reader.first_block())
 
 
 class _QuietTifffile:
@@ -475,11 +469,7 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
     reader = context.reader
     for chained in images.main_chain(tif, reader.cached_range, reader.first_block()):
         index = chained.index
-        image = chained.known
-        if image is None:
-            assert chained.page is not None
-            image = _describe(chained.page, context, _source(context.url, chained.index))
-            images.remember(chained.key, image)
+        image = _description(chained, context)
         parent = main
         if image.is_main:
             base = "image" if main_count == 0 else f"page_{main_count}"
@@ -519,10 +509,7 @@ def _prefix(base: str) -> str:
 def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     """Full-resolution pages stacked along a new leading ``page`` dimension."""
     pages = _main_pages(tif)
-    descriptions = [
-        _describe_main_chain_page(tif, page, context, _source(context.url, page.index))
-        for page in pages
-    ]
+    descriptions = [_description(_chain_page(page, context), context) for page in pages]
     georef = descriptions[0].georeference
     grid_mapping = _grid_mapping_attributes(georef)
     arrays = [

@@ -118,14 +118,16 @@ def _struct(fmt: str) -> struct.Struct:
 def ifd_key(
     page: TiffPage,
     cached_range: CachedRange,
-    head: bytes | memoryview,
+    head: bytes | memoryview = b"",
     ignore: frozenset[int] = frozenset(),
+    refuse: frozenset[int] = frozenset(),
 ) -> Hashable | None:
     """Every tag of ``page`` as the file stores it but those in ``ignore``, segment
-    offsets and byte counts by field type and count only; None as for
-    :func:`raw_tags_key`. ``head`` is the start of the file as fetched
-    (``StoreFile.first_block``), where values are sliced from directly;
-    ``cached_range`` serves the others.
+    offsets and byte counts by field type and count only; None when a value is not in
+    the bytes already read, the IFD repeats a tag code, holds an entry of an unknown
+    field type or a tag in ``refuse``, or the file is an NDPI file. ``head`` is the
+    start of the file as fetched (``StoreFile.first_block``), where values are sliced
+    from directly; ``cached_range`` serves the others.
 
     Two IFDs with the same key are the same image but for where their segments lie
     (and the ``ignore`` tags): everything tifffile derives for the page from the other
@@ -133,30 +135,26 @@ def ifd_key(
     file-wide flags of the formats
     whose later pages tifffile reads differently (LSM, Vista, Philips and Indica files;
     the parser never asks for EER super-resolution, the one other file-wide input).
+    The key of a first page and that of a later one differ in length, so never collide.
     """
-    tags = page.tags
-    values = tags.values()
-    if len(values) != len(tags.keys()):
+    tif = page.parent
+    if tif.tiff.is_ndpi:
         return None
-    entries: list[int] = []
-    stored: list[bytes | memoryview] = []
-    for tag in values:
-        code = tag.code
-        if code in ignore:
-            continue
-        entries += (code, tag.dtype, tag.count)
-        if code in SEGMENT_TAGS:
-            continue
-        raw = _stored_value(tag, cached_range, head)
-        if raw is None:
-            return None
-        stored.append(raw)
-    key = _file_layout(page)
-    if page.index != 0:
-        key.append(_later_page_flags(page.parent))
-    # The entries give each value's length, so the joined values split one way only.
-    key += (tuple(entries), b"".join(stored))
-    return tuple(key)
+    prefix = _key_prefix(tif, first=page.index == 0)
+    stored = _stored_ifd(tif.tiff, prefix, int(page.offset), cached_range, head, ignore, refuse)
+    return None if stored is None else stored.key
+
+
+#: IFDs with SubIFDs are not keyed in the main chain: their SubIFDs are images of their
+#: own, which the key does not cover.
+MAIN_CHAIN_REFUSED = frozenset({SUBIFDS_TAG})
+
+
+def main_chain_key(
+    page: TiffPage, cached_range: CachedRange, head: bytes | memoryview = b""
+) -> Hashable | None:
+    """The key :func:`stored_main_chain` gives ``page`` of the main chain."""
+    return ifd_key(page, cached_range, head, refuse=MAIN_CHAIN_REFUSED)
 
 
 @dataclass(frozen=True)
@@ -164,8 +162,7 @@ class StoredIFD:
     """One IFD of the main chain read from the bytes already fetched, without tifffile."""
 
     offset: int
-    #: The IFD's tags as stored, as :func:`ifd_key` keys the page (see
-    #: :func:`stored_ifd_key`); None where that key is None and for an IFD with SubIFDs.
+    #: The IFD's tags as stored (:func:`main_chain_key`), or None.
     key: Hashable | None
     #: Where the next IFD starts (0: the last IFD).
     next_offset: int
@@ -183,9 +180,6 @@ def stored_main_chain(
     :data:`MAX_STORED_CHAIN` IFDs, an NDPI file, an IFD past the end of the file):
     tifffile walks those itself. ``head`` is the start of the file as fetched, as for
     :func:`ifd_key`.
-
-    Hand-written because tifffile reads an IFD's entries only into a full ``TiffPage``
-    (or, for its segments, a ``TiffFrame``); the key needs the entries as stored.
     """
     tiff = tif.tiff
     if tiff.is_ndpi:
@@ -203,7 +197,9 @@ def stored_main_chain(
             prefix = _key_prefix(tif, first=True)
         elif later_prefix is None:
             prefix = later_prefix = _key_prefix(tif, first=False)
-        stored = _stored_ifd(tiff, prefix, offset, cached_range, head)
+        stored = _stored_ifd(
+            tiff, prefix, offset, cached_range, head, frozenset(), MAIN_CHAIN_REFUSED
+        )
         if stored is None:
             return None
         seen.add(offset)
@@ -212,21 +208,8 @@ def stored_main_chain(
     return chain
 
 
-def stored_ifd_key(
-    tif: TiffFile, page: TiffPage, cached_range: CachedRange, head: bytes | memoryview = b""
-) -> Hashable | None:
-    """The key :func:`stored_main_chain` gives ``page`` of the main chain, from the bytes
-    already fetched (None where that key is None, and for NDPI files)."""
-    if tif.tiff.is_ndpi or len(page.treeindex) > 1:  # SubIFDs are not keyed
-        return None
-    prefix = _key_prefix(tif, first=page.index == 0)
-    stored = _stored_ifd(tif.tiff, prefix, int(page.offset), cached_range, head)
-    return None if stored is None else stored.key
-
-
 def _key_prefix(tif: TiffFile, *, first: bool) -> tuple[Any, ...]:
-    """File layout, and for pages after the first the file-wide flags (as :func:`ifd_key`;
-    the two kinds of key differ in length, so never collide)."""
+    """File layout, and for pages after the first the file-wide flags."""
     layout = _layout_of(tif.tiff)
     return tuple(layout) if first else (*layout, _later_page_flags(tif))
 
@@ -237,8 +220,15 @@ def _stored_ifd(
     offset: int,
     cached_range: CachedRange,
     head: bytes | memoryview,
+    ignore: frozenset[int],
+    refuse: frozenset[int],
 ) -> StoredIFD | None:
-    """The IFD at ``offset``, its key after ``key_prefix``."""
+    """The IFD at ``offset``, its key after ``key_prefix`` (see :func:`ifd_key`);
+    None when its entry table is not in the bytes already read, or tifffile would end
+    the chain at it.
+
+    Hand-written because tifffile reads an IFD's entries only into a full ``TiffPage``
+    (or, for its segments, a ``TiffFrame``); the key needs the entries as stored."""
     number = _fetched(offset, tiff.tagnosize, cached_range, head)
     if number is None:
         return None
@@ -250,7 +240,7 @@ def _stored_ifd(
     if table is None:
         return None
     (next_offset,) = _struct(tiff.offsetformat).unpack_from(table, entries_size)
-    key = _entries_key(tiff, key_prefix, table[:entries_size], cached_range, head)
+    key = _entries_key(tiff, key_prefix, table[:entries_size], cached_range, head, ignore, refuse)
     return StoredIFD(offset, key, next_offset)
 
 
@@ -260,18 +250,24 @@ def _entries_key(
     table: bytes | memoryview,
     cached_range: CachedRange,
     head: bytes | memoryview,
+    ignore: frozenset[int],
+    refuse: frozenset[int],
 ) -> Hashable | None:
     """:func:`ifd_key` of a page, from its entry table."""
     sizes = _field_sizes()
     pointer_tags = _pointer_tags()
     pointer = _struct(tiff.offsetformat)
     threshold = tiff.offsetsize
+    codes: list[int] = []
     entries: list[int] = []
     stored: list[bytes | memoryview] = []
     for code, dtype, number, value in _struct(tiff.tagheaderformat).iter_unpack(table):
         size = sizes.get(dtype)
-        if size is None:
+        if size is None or code in refuse:
             return None
+        codes.append(code)
+        if code in ignore:
+            continue
         entries += (code, dtype, number)
         if code in SEGMENT_TAGS:
             continue
@@ -284,19 +280,20 @@ def _entries_key(
         if pointed is None:
             return None
         stored.append(pointed)
-    codes = entries[::3]
-    if SUBIFDS_TAG in codes or len(set(codes)) != len(codes):
+    if len(set(codes)) != len(codes):  # repeated codes: leave them to tifffile
         return None
+    # The entries give each value's length, so the joined values split one way only.
     return (*key_prefix, tuple(entries), b"".join(stored))
 
 
 __all__ = [
     "MAX_STORED_CHAIN",
     "SEGMENT_TAGS",
+    "MAIN_CHAIN_REFUSED",
     "CachedRange",
     "StoredIFD",
     "ifd_key",
+    "main_chain_key",
     "raw_tags_key",
-    "stored_ifd_key",
     "stored_main_chain",
 ]
