@@ -36,6 +36,7 @@ import contextlib
 import os
 import re
 import weakref
+from collections.abc import Iterator
 from typing import Any, Literal
 from urllib.parse import urlparse
 
@@ -189,21 +190,35 @@ def read_into(store: Any, path: str, start: int, buffer: Any) -> bool:
 
     A large range read into a new ``bytes`` object and then copied costs several times
     the read itself (the copy touches fresh pages twice)."""
-    if not isinstance(store, LocalStore) or not hasattr(os, "preadv"):
-        return False
-    local = _local_path(store, path)
-    if local is None:
-        return False
+    with local_descriptor(store, path) as descriptor:
+        return descriptor is not None and read_at(descriptor, start, buffer)
+
+
+@contextlib.contextmanager
+def local_descriptor(store: Any, path: str) -> Iterator[int | None]:
+    """A descriptor of the file ``path`` of an obstore ``LocalStore`` open for reading
+    (closed on leaving the block), for :func:`read_at`; None for other stores, or when
+    the file cannot be opened."""
+    local = _local_path(store, path) if isinstance(store, LocalStore) else None
+    descriptor = None
+    if local is not None and hasattr(os, "preadv"):
+        with contextlib.suppress(OSError):
+            descriptor = os.open(local, os.O_RDONLY)
     try:
-        descriptor = os.open(local, os.O_RDONLY)
-    except OSError:
-        return False
+        yield descriptor
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+def read_at(descriptor: int, start: int, buffer: Any) -> bool:
+    """Fill ``buffer`` (a NumPy ``uint8`` array) from ``start`` of the open file
+    ``descriptor`` (:func:`local_descriptor`); False when the file is shorter or
+    cannot be read."""
     try:
         return os.preadv(descriptor, [memoryview(buffer).cast("B")], start) == buffer.nbytes
     except OSError:
         return False
-    finally:
-        os.close(descriptor)
 
 
 def _pread(local: str, starts: list[int], ends: list[int]) -> list[bytes] | None:

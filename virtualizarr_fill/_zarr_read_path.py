@@ -76,6 +76,7 @@ from zarr.storage._utils import _join_paths
 from virtualizarr_fill import read_pipeline
 from virtualizarr_fill._sync_store import _resolve, deepest_node, metadata_node, read_into
 from virtualizarr_fill._vz_adapter import ZARR_RANGE
+from virtualizarr_fill.deinterleave import copy_planes
 from virtualizarr_fill.errors import StoreReadError
 from virtualizarr_fill.read_pipeline import (
     PIPELINE_PATH,
@@ -886,7 +887,7 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
             within[split] = slice(lo - a * chunk_length, hi - a * chunk_length)
             into: list[slice] = [slice(None)] * view.ndim
             into[split] = slice(lo - first_selected, hi - first_selected)
-            view[tuple(into)] = whole[tuple(within)]
+            copy_planes(view[tuple(into)], whole[tuple(within)])
         return True
 
     workers = min(read_pipeline._max_workers(), len(pieces))
