@@ -41,10 +41,11 @@ from tests._manifest_builders import (
     manifest_store,
     native_hdf5,
     native_tiff,
+    stack,
     tiff_manifest_array,
 )
 from tests.test_tiff_readback import tifffile_reference
-from virtualizarr_fill import HDF5Parser, TIFFParser
+from virtualizarr_fill import HDF5Parser, TIFFParser, deinterleave
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
 from virtualizarr_fill.errors import StoreReadError
 
@@ -502,13 +503,18 @@ STRIP_SELECTIONS: list[Any] = [
 def in_place(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The sizes of the buffers ranges of local files are read into with one call."""
     sizes: list[int] = []
-    original = read_path.read_into
+    original_into, original_at = read_path.read_into, read_path.read_at
 
-    def counting(store: Any, key: str, start: int, buffer: np.ndarray) -> bool:
+    def counting_into(store: Any, key: str, start: int, buffer: np.ndarray) -> bool:
         sizes.append(buffer.nbytes)
-        return original(store, key, start, buffer)
+        return original_into(store, key, start, buffer)
 
-    monkeypatch.setattr(read_path, "read_into", counting)
+    def counting_at(descriptor: int, start: int, buffer: np.ndarray) -> bool:
+        sizes.append(buffer.nbytes)
+        return original_at(descriptor, start, buffer)
+
+    monkeypatch.setattr(read_path, "read_into", counting_into)
+    monkeypatch.setattr(read_path, "read_at", counting_at)
     return sizes
 
 
@@ -543,6 +549,7 @@ def test_contiguous_strips_equal_tifffile(
         assert in_place, "one range read, not a range per strip"
 
 
+@pytest.mark.parametrize("splitter", ["opencv", "numpy"])
 @pytest.mark.parametrize("threads", [False, True], ids=["calling-thread", "worker-threads"])
 @pytest.mark.parametrize("selection", STRIP_SELECTIONS, ids=range(len(STRIP_SELECTIONS)))
 @pytest.mark.parametrize("name", CONTIGUOUS_STRIPS)
@@ -554,15 +561,27 @@ def test_contiguous_strips_copied_a_piece_at_a_time(
     name: str,
     selection: Any,
     threads: bool,
+    splitter: str,
     in_place: list[int],
 ) -> None:
     """Strips laid one after the other whose bytes are not the output's (bands
     interleaved, part of each row) are read a piece at a time, each copied into the
-    output, in the calling thread or split among worker threads, synchronously and on
-    zarr's event loop; the values are tifffile's."""
+    output (bands split by OpenCV where installed, else by NumPy), in the calling
+    thread or split among worker threads, synchronously and on zarr's event loop; the
+    values are tifffile's."""
     piece = 700
     monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", piece)
     monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1 if threads else 10**12)
+    if splitter == "numpy":
+        monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
+    split_by_opencv: list[bool] = []
+    original_copy = read_path.copy_planes
+
+    def copy_planes(dest: np.ndarray, source: np.ndarray) -> bool:
+        split_by_opencv.append(original_copy(dest, source))
+        return split_by_opencv[-1]
+
+    monkeypatch.setattr(read_path, "copy_planes", copy_planes)
     path = contiguous_strips[name]
     store = _local(TIFFParser(), path)
     expected = _tiff(path)[selection]
@@ -575,12 +594,83 @@ def test_contiguous_strips_copied_a_piece_at_a_time(
             strip = int(tif.pages[0].databytecounts[0])
         assert len(in_place) > 1
         assert max(in_place) <= max(piece, strip)  # a piece holds at least one strip
+    # Every band of whole rows of interleaved bands goes to OpenCV; nothing else does
+    # (big-endian samples are swapped by NumPy's copy).
+    every_band = selection is Ellipsis and name == "strips_many_short_rgb_none"
+    assert any(split_by_opencv) == (every_band and splitter == "opencv")
 
     async def read_async() -> Any:
         array = await zarr_async.open_array(store=store, path="band_data", mode="r")
         return await array.getitem(selection)
 
     np.testing.assert_array_equal(asyncio.run(read_async()), expected, strict=True)
+
+
+#: Selections of uncompressed tiles (7 rows of 6, laid one after the other), and whether
+#: their tiles are one run of the file (whole rows of tiles from one to another).
+TILE_SELECTIONS: list[tuple[Any, bool]] = [
+    (Ellipsis, True),
+    ((slice(None), slice(16, 80)), True),  # whole rows of tiles
+    ((slice(None), slice(20, 75), slice(5, 90)), True),  # inside them
+    ((slice(None), slice(None), slice(0, 48)), False),  # three columns of tiles
+    ((1, slice(40, 100), slice(16, 90)), False),  # the last tiles of the last rows
+]
+
+
+@pytest.mark.parametrize("splitter", ["opencv", "numpy"])
+@pytest.mark.parametrize(("selection", "one_run"), TILE_SELECTIONS, ids=range(len(TILE_SELECTIONS)))
+def test_contiguous_tiles_read_as_one_range_where_they_are_one_run(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+    selection: Any,
+    one_run: bool,
+    splitter: str,
+) -> None:
+    """Uncompressed tiles written one after the other: a selection whose tiles are one
+    run of the file reads that range a piece at a time, others tile by tile; the values
+    are tifffile's either way."""
+    monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", 1000)
+    if splitter == "numpy":
+        monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
+    spans: list[Any] = []
+    original = read_path._one_span
+
+    def one_span(*args: Any) -> Any:
+        spans.append(original(*args))
+        return spans[-1]
+
+    monkeypatch.setattr(read_path, "_one_span", one_span)
+    name = "tiles_many_rgb_none"
+    path = make_tiff_fixtures.write_fixtures(tmp_path_factory.mktemp("tiles"), [name])[name]
+    array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+    assert array.shape == (3, 100, 90) and array.chunks == (3, 16, 16)
+    expected = _tiff(path)
+    np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
+    assert spans, "the lattice of tiles was read by span or not"
+    assert any(span is not None for span in spans) == one_run
+
+
+def test_stacked_uncompressed_files_read_a_file_at_a_time(
+    manifest_pipeline: None,
+    only_this_module: None,
+    concat_fixtures: dict[str, Path],
+    in_place: list[int],
+) -> None:
+    """Uncompressed files stacked: their strips are no one run of one file, but each
+    file's are one run of it, read straight into the output; a read of every file
+    reads strip by strip. The values are tifffile's."""
+    paths = [concat_fixtures[f"strip_short_{k}"] for k in range(3)]
+    stacked = stack([tiff_manifest_array(path) for path in paths])
+    expected = np.stack([native_tiff(path) for path in paths])
+    array = zarr.open_group(manifest_store({"a": stacked}), mode="r")["a"]
+    np.testing.assert_array_equal(array[...], expected, strict=True)
+    in_place.clear()
+    for k in range(len(paths)):
+        np.testing.assert_array_equal(array[k], expected[k], strict=True)
+        np.testing.assert_array_equal(array[k, 30:100], expected[k, 30:100], strict=True)
+    assert in_place == [expected[0].nbytes, expected[0, 30:100].nbytes] * len(paths)
 
 
 def test_file_shortened_after_parsing_fails_the_read(

@@ -74,7 +74,14 @@ from zarr.storage._common import StorePath
 from zarr.storage._utils import _join_paths
 
 from virtualizarr_fill import read_pipeline
-from virtualizarr_fill._sync_store import _resolve, deepest_node, metadata_node, read_into
+from virtualizarr_fill._sync_store import (
+    _resolve,
+    deepest_node,
+    local_descriptor,
+    metadata_node,
+    read_at,
+    read_into,
+)
 from virtualizarr_fill._vz_adapter import ZARR_RANGE
 from virtualizarr_fill.deinterleave import copy_planes
 from virtualizarr_fill.errors import StoreReadError
@@ -99,6 +106,7 @@ if TYPE_CHECKING:
     from zarr.core.indexing import ChunkDimProjection, Indexer
     from zarr.core.metadata import ArrayMetadata
 
+
 #: Decoded chunk size up to which a read of many chunks is assembled from one array of
 #: whole chunks (one copy into the output for all of them); larger chunks are copied
 #: into the output one at a time, which saves that extra copy.
@@ -111,8 +119,9 @@ BLOCK_MIN_CHUNKS = 16
 JOIN_BYTES = 64 << 20
 #: Bytes read at a time from one run of chunks stored as plain numbers whose layout the
 #: output changes (:func:`_read_span_in_pieces`): small enough to stay in the
-#: processor's cache between the read and the copy.
-SPAN_PIECE_BYTES = 256 << 10
+#: processor's cache between the read and the copy, large enough that the Python around
+#: each piece costs little next to it.
+SPAN_PIECE_BYTES = 512 << 10
 
 _zarr_get_selection = zarr_array._get_selection
 _zarr_get_basic_selection = zarr_array.Array.get_basic_selection
@@ -589,19 +598,8 @@ async def _read(
     target: np.ndarray[Any, Any],
     run: _Run,
 ) -> None:
-    specs: dict[tuple[int, ...], ArraySpec] = {}
-
     def spec_of(shape: tuple[int, ...]) -> ArraySpec:
-        found = specs.get(shape)
-        if found is None:
-            found = specs[shape] = ArraySpec(
-                shape=shape,
-                dtype=metadata.dtype,
-                fill_value=metadata.fill_value,
-                config=config,
-                prototype=prototype,
-            )
-        return found
+        return _array_spec(shape, metadata.dtype, metadata.fill_value, config, prototype)
 
     manifest: Any = node.manifest
     ndim = len(metadata.shape)
@@ -654,6 +652,35 @@ async def _read(
     for i in plan.missing:
         _, spec, _, out_selection, _ = batch[i]
         target[out_selection] = fill_value_or_default(spec)
+
+
+#: zarr's chunk specs (:func:`_array_spec`), by chunk shape, buffer prototype and the
+#: ids of the other arguments, each kept with those arguments (so that the ids are not
+#: reused).
+_specs: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+#: Chunk specs kept.
+SPECS_KEPT = 256
+
+
+def _array_spec(
+    shape: tuple[int, ...], dtype: Any, fill_value: Any, config: ArrayConfig, prototype: Any
+) -> ArraySpec:
+    """zarr's ``ArraySpec`` of a chunk: the same object for the same arguments (an
+    ``ArraySpec`` is immutable, and zarr's parse of its shape and fill value costs as
+    much as planning the rest of the read of a small file). Every open of an array
+    shares its metadata's data type and fill value objects (:func:`read_metadata_v3`)."""
+    # A buffer prototype is a new tuple at every read: compared by value (two classes).
+    key = (shape, id(dtype), id(fill_value), id(config), prototype)
+    kept = _specs.get(key)
+    if kept is not None:
+        return kept[-1]  # type: ignore[no-any-return]
+    spec = ArraySpec(
+        shape=shape, dtype=dtype, fill_value=fill_value, config=config, prototype=prototype
+    )
+    if len(_specs) >= SPECS_KEPT:
+        _specs.clear()
+    _specs[key] = (dtype, fill_value, config, prototype, spec)
+    return spec
 
 
 def _plan_product(manifest: Any, indices: Sequence[Sequence[int]]) -> _Plan:
@@ -740,27 +767,29 @@ def _block_layout(
         if not edges:
             return None
         size = edges[0]
-        if edges[-1] > size or any(edge != size for edge in edges[:-1]):
+        uniform = edges.count(size)  # a C loop: rectilinear grids may have many edges
+        if uniform != len(edges) and not (uniform == len(edges) - 1 and edges[-1] < size):
             return None
         sizes.append(size)
         if edges[-1] < size and indices[-1] == len(edges) - 1:
             shorts[axis] = edges[-1]
     short: dict[int, ArraySpec] = {}
     if shorts:
+        # The chunks at the last index of a short axis, each with its shape: their
+        # product indices picked directly (a lattice may hold many chunks, few short).
         counts = [len(r) for r in ranges]
-        last = np.zeros(counts, dtype=bool)
+        strides = [math.prod(counts[axis + 1 :]) for axis in range(len(counts))]
         for axis in shorts:
-            index: list[Any] = [slice(None)] * len(counts)
-            index[axis] = -1
-            last[tuple(index)] = True
-        for item in np.flatnonzero(last).tolist():
-            picks = np.unravel_index(item, counts)
-            short[item] = spec_of(
-                tuple(
-                    shorts[axis] if axis in shorts and int(pick) == counts[axis] - 1 else size
-                    for axis, (pick, size) in enumerate(zip(picks, sizes, strict=True))
-                )
-            )
+            picks = [range(n) if other != axis else (n - 1,) for other, n in enumerate(counts)]
+            for pick in itertools.product(*picks):
+                item = sum(k * stride for k, stride in zip(pick, strides, strict=True))
+                if item not in short:
+                    short[item] = spec_of(
+                        tuple(
+                            shorts[a] if a in shorts and k == counts[a] - 1 else size
+                            for a, (k, size) in enumerate(zip(pick, sizes, strict=True))
+                        )
+                    )
     return spec_of(tuple(sizes)), short
 
 
@@ -797,7 +826,7 @@ async def _read_blocks(lattice: _Lattice) -> None:
     chunk decoded into one array of whole chunks (in the order of the product of
     ``ranges``), its selected part copied into ``target`` at once. zarr's per-chunk
     projections are not needed, nor built."""
-    store, pipeline, plan, target = lattice.store, lattice.pipeline, lattice.plan, lattice.target
+    store, pipeline, target = lattice.store, lattice.pipeline, lattice.target
     spec, short = lattice.layout
     chunk_shape = spec.shape
     counts = [len(r) for r in lattice.ranges]
@@ -806,8 +835,9 @@ async def _read_blocks(lattice: _Lattice) -> None:
     if pipeline.raw is not None and pipeline.raw.rows_whole(spec, short):
         if await _read_span_in_pieces(lattice):
             return
-        blocks = await _stored_blocks(store, pipeline, plan, items, spec, short, lattice.run)
+        blocks = await _stored_blocks(lattice, items)
     else:
+        plan = lattice.plan
         blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
         await lattice.run(store, plan, items, pipeline.block_decoder(blocks, spec, short))
         if plan.missing:
@@ -835,10 +865,12 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
     piece cannot be read (the caller then reads the usual way, which reports why).
 
     That is a large pixel-interleaved uncompressed TIFF, whose bands are separated by a
-    strided copy: read whole into a new buffer first, the buffer's fresh pages and the
-    cache misses of copying out of it cost twice the copy. Reads of
+    copy (:func:`~virtualizarr_fill.deinterleave.copy_planes`): read whole into a new
+    buffer first, the buffer's fresh pages and the cache misses of copying out of it
+    cost twice the copy. The file is opened once for all pieces. Reads of
     :data:`~virtualizarr_fill.read_pipeline.THREADED_BYTES` or more split the pieces
-    among worker threads (the copies release the GIL)."""
+    among worker threads (NumPy's strided copies release the GIL), unless OpenCV split
+    the first piece: its copy is then quicker than the hand-off."""
     pipeline, (spec, short) = lattice.pipeline, lattice.layout
     raw = pipeline.raw
     if raw is None or pipeline.inner.bytes_bytes_codecs:
@@ -848,63 +880,105 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
     stored_shape = raw.stored_shape(spec)
     nbytes = math.prod(stored_shape) * raw.view_dtype.itemsize
     split = next((axis for axis, n in enumerate(counts) if n > 1), None)
-    files = lattice.plan.by_file
-    if split is None or count * nbytes < 2 * SPAN_PIECE_BYTES or len(files) != 1:
+    if split is None or count * nbytes < 2 * SPAN_PIECE_BYTES:
         return False
-    obj_store, path = _resolve(lattice.store._registry, next(iter(files)))
-    if not isinstance(obj_store, LocalStore):
-        return False  # one request for the span: pieces would each be one
-    span = _one_span(lattice.plan, count, nbytes, _short_prefix(raw, stored_shape, short, count))
+    short_last = _short_prefix(raw, stored_shape, short, count)
+    span = _one_span(lattice.manifest, lattice.ranges, nbytes, short_last)
     if span is None:
         return False
-    _, start, end = span
+    url, start, end = span
+    obj_store, path = _resolve(lattice.store._registry, url)
+    if not isinstance(obj_store, LocalStore):
+        return False  # one request for the span: pieces would each be one
     # Axes before ``split`` hold one chunk each, so a range of indices along it is one
     # run of items, and of the span's bytes.
     per_index = math.prod(counts[split + 1 :]) * nbytes
     step = max(1, SPAN_PIECE_BYTES // per_index)
-    pieces = [(a, min(a + step, counts[split])) for a in range(0, counts[split], step)]
     selection, view = lattice.selection
     chunk_length = spec.shape[split]
-    first_selected = selection[split].start
+    first_selected, last_selected = selection[split].start, selection[split].stop
+    # Every chunk of the lattice holds selected items.
+    pieces = [(a, min(a + step, counts[split])) for a in range(0, counts[split], step)]
 
-    def copy_pieces(mine: list[tuple[int, int]]) -> bool:
+    # The selection along every axis but ``split`` (along it, per piece).
+    across = list(selection)
+    across[split] = slice(None)
+
+    def piece_values(scratch: np.ndarray[Any, Any], chunks: int) -> np.ndarray[Any, Any]:
+        """The values of ``chunks`` chunks along ``split`` read to the start of
+        ``scratch``, selected along every other axis: a view of ``scratch`` without a
+        predictor. Chunks follow one another along ``split`` in the piece (axes before it
+        have one each), so a shorter piece is a prefix of a longer one."""
+        blocks = scratch[: chunks * per_index].view(raw.view_dtype).reshape(-1, *stored_shape)
+        blocks = raw.untransposed(raw.undo_predictor(blocks))
+        piece_counts = [*counts[:split], chunks, *counts[split + 1 :]]
+        return _lattice_array(blocks, piece_counts, spec.shape)[tuple(across)]
+
+    def scratch_and_values() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
+        """A buffer for one piece, and the view of it every piece's values are; None
+        where the values are a new array, made after each read (a predictor undone,
+        or tiles side by side, which a view cannot join into rows)."""
         scratch = np.empty(step * per_index, dtype=np.uint8)
-        for a, b in mine:
-            lo = max(first_selected, a * chunk_length)
-            hi = min(selection[split].stop, b * chunk_length)
-            if lo >= hi:
-                continue
-            buffer = scratch[: (b - a) * per_index]
-            size = min(buffer.nbytes, end - start - a * per_index)
-            buffer[size:] = 0  # the short last chunk's missing end: never selected
-            if not read_into(obj_store, path, start + a * per_index, buffer[:size]):
-                return False
-            blocks = buffer.view(raw.view_dtype).reshape(-1, *stored_shape)
-            blocks = raw.untransposed(raw.undo_predictor(blocks))
-            piece_counts = [*counts[:split], b - a, *counts[split + 1 :]]
-            whole = _lattice_array(blocks, piece_counts, spec.shape)
-            within = list(selection)
-            within[split] = slice(lo - a * chunk_length, hi - a * chunk_length)
-            into: list[slice] = [slice(None)] * view.ndim
-            into[split] = slice(lo - first_selected, hi - first_selected)
-            copy_planes(view[tuple(into)], whole[tuple(within)])
-        return True
+        if raw.predictor is not None:
+            return scratch, None
+        values = piece_values(scratch, step)
+        # NumPy collapses a chain of views to the array owning the memory.
+        return scratch, values if values.base is scratch else None
 
-    workers = min(read_pipeline._max_workers(), len(pieces))
-    if count * nbytes < read_pipeline.THREADED_BYTES or workers < 2:
-        return copy_pieces(pieces)
-    share = -(-len(pieces) // workers)
-    parts = [pieces[k : k + share] for k in range(0, len(pieces), share)]
-    pool = read_pipeline._pool()
-    if lattice.run is _read_blocking:
-        others = [pool.submit(copy_pieces, part) for part in parts[1:]]
-        done = copy_pieces(parts[0])
-        return all([future.result() for future in others]) and done
-    loop = asyncio.get_running_loop()
-    results = await asyncio.gather(
-        *(loop.run_in_executor(pool, copy_pieces, part) for part in parts)
-    )
-    return all(results)
+    def copy_pieces(
+        descriptor: int,
+        mine: list[tuple[int, int]],
+        buffers: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None] | None = None,
+    ) -> bool | None:
+        """Read and copy the pieces ``mine``: None if one cannot be read, else whether
+        the last was split by OpenCV (:func:`~virtualizarr_fill.deinterleave.copy_planes`)."""
+        scratch, values = buffers or scratch_and_values()
+        # Along ``split`` only: ``values`` is selected along the other axes.
+        source_at: list[slice] = [slice(None)] * view.ndim
+        dest_at: list[slice] = [slice(None)] * view.ndim
+        split_fast = False
+        for a, b in mine:
+            wanted = (b - a) * per_index
+            size = min(wanted, end - start - a * per_index)
+            if not read_at(descriptor, start + a * per_index, scratch[:size]):
+                return None
+            if size < wanted:
+                scratch[size:wanted] = 0  # the short last chunk's missing end: never selected
+            lo = max(first_selected, a * chunk_length)
+            hi = min(last_selected, b * chunk_length)
+            source_at[split] = slice(lo - a * chunk_length, hi - a * chunk_length)
+            dest_at[split] = slice(lo - first_selected, hi - first_selected)
+            source = values if values is not None else piece_values(scratch, b - a)
+            split_fast = copy_planes(view[tuple(dest_at)], source[tuple(source_at)])
+        return split_fast
+
+    with local_descriptor(obj_store, path) as descriptor:
+        if descriptor is None:
+            return False
+        # pread takes its own offset: threads share the descriptor.
+        if count * nbytes < read_pipeline.THREADED_BYTES:
+            return copy_pieces(descriptor, pieces) is not None
+        mine = scratch_and_values()
+        split_fast = copy_pieces(descriptor, pieces[:1], mine)
+        if split_fast is None:
+            return False
+        rest = pieces[1:]
+        # OpenCV's split is quicker than handing pieces to other threads.
+        workers = 1 if split_fast else min(read_pipeline._max_workers(), len(rest))
+        if workers < 2:
+            return copy_pieces(descriptor, rest, mine) is not None
+        share = -(-len(rest) // workers)
+        parts = [rest[k : k + share] for k in range(0, len(rest), share)]
+        pool = read_pipeline._pool()
+        if lattice.run is _read_blocking:
+            others = [pool.submit(copy_pieces, descriptor, part) for part in parts[1:]]
+            done = copy_pieces(descriptor, parts[0], mine) is not None
+            return all([future.result() is not None for future in others]) and done
+        loop = asyncio.get_running_loop()
+        results = await asyncio.gather(
+            *(loop.run_in_executor(pool, copy_pieces, descriptor, part) for part in parts)
+        )
+        return all(result is not None for result in results)
 
 
 def _block_selection(
@@ -948,22 +1022,20 @@ async def _read_in_place(lattice: _Lattice) -> bool:
     much as the read)."""
     pipeline = lattice.pipeline
     raw = pipeline.raw
+    if raw is None or not _plain_numbers(pipeline):
+        return False
     spec, short = lattice.layout
     selection, view = lattice.selection
     counts = [len(r) for r in lattice.ranges]
-    if (
-        raw is None
-        or not _plain_numbers(pipeline)
-        or not view.flags.c_contiguous
-        or raw.view_dtype.newbyteorder("=") != view.dtype
-    ):
+    if not view.flags.c_contiguous or raw.view_dtype.newbyteorder("=") != view.dtype:
         return False
     offset = _contiguous_offset(counts, spec.shape, selection)
     if offset is None:
         return False
     count = math.prod(counts)
     nbytes = math.prod(spec.shape) * raw.view_dtype.itemsize
-    span = _one_span(lattice.plan, count, nbytes, _short_prefix(raw, spec.shape, short, count))
+    short_last = _short_prefix(raw, spec.shape, short, count)
+    span = _one_span(lattice.manifest, lattice.ranges, nbytes, short_last)
     if span is None:
         return False
     url, start, end = span
@@ -1012,19 +1084,12 @@ def _contiguous_offset(
     return offset
 
 
-async def _stored_blocks(
-    store: ManifestStore,
-    pipeline: ManifestCodecPipeline,
-    plan: _Plan,
-    batch: list[Any],
-    spec: ArraySpec,
-    short: dict[int, ArraySpec],
-    run: _Run,
-) -> np.ndarray[Any, Any]:
+async def _stored_blocks(lattice: _Lattice, batch: list[Any]) -> np.ndarray[Any, Any]:
     """Whole chunks stored as plain numbers, as one array: each chunk's bytes with the
     bytes->bytes codecs undone, joined (or copied, for large reads) and viewed as an
     array of the ``bytes`` codec's order, a TIFF predictor undone over all of them at
     once, then the transposes undone as views."""
+    store, pipeline, (spec, short) = lattice.store, lattice.pipeline, lattice.layout
     raw = pipeline.raw
     assert raw is not None
     stored_shape = raw.stored_shape(spec)
@@ -1032,15 +1097,18 @@ async def _stored_blocks(
     count = len(batch)
     span = None
     if not pipeline.inner.bytes_bytes_codecs:
-        span = _one_span(plan, count, nbytes, _short_prefix(raw, stored_shape, short, count))
+        short_last = _short_prefix(raw, stored_shape, short, count)
+        span = _one_span(lattice.manifest, lattice.ranges, nbytes, short_last)
+    plan = None
     if span is not None:
-        data = await _read_span(store, span, count * nbytes, run)
+        data = await _read_span(store, span, count * nbytes, lattice.run)
     else:
+        plan = lattice.plan
         parts: list[Any] | np.ndarray[Any, Any]
         parts = (
             [None] * count if count * nbytes <= JOIN_BYTES else np.empty((count, nbytes), np.uint8)
         )
-        await run(store, plan, batch, pipeline.stored_bytes_decoder(parts, spec, short))
+        await lattice.run(store, plan, batch, pipeline.stored_bytes_decoder(parts, spec, short))
         if plan.missing:
             fill = np.full(stored_shape, fill_value_or_default(spec), dtype=raw.view_dtype)
             for i in plan.missing:
@@ -1051,7 +1119,7 @@ async def _stored_blocks(
         # one pass over every chunk (rows are independent); the fill value is not
         # differenced, so missing chunks take it afterwards
         blocks = raw.undo_predictor(blocks)
-        if plan.missing:
+        if plan is not None and plan.missing:
             blocks[plan.missing] = fill_value_or_default(spec)
     return raw.untransposed(blocks)
 
@@ -1077,27 +1145,98 @@ def _short_prefix(
 
 
 def _one_span(
-    plan: _Plan, count: int, nbytes: int, short_last: bool | None
+    manifest: Any, ranges: list[range], nbytes: int, short_last: bool | None
 ) -> tuple[str, int, int] | None:
-    """The one byte range of one file holding every chunk of ``plan`` one after the
-    other, each of ``nbytes``, but the last, which is shorter when ``short_last``
-    (:func:`_short_prefix`); None otherwise.
+    """The one byte range of one file holding every chunk of the product of ``ranges``
+    one after the other (in that product's order), each of ``nbytes``, but the last,
+    which is shorter when ``short_last`` (:func:`_short_prefix`); None otherwise.
 
     Uncompressed strips and tiles written one after the other (most uncompressed
     TIFFs) are then read as one range and viewed as the whole chunks at once, instead
     of each range handled on its own (most of the time of reading one such file)."""
-    if short_last is None or plan.inlined or plan.missing or len(plan.by_file) != 1:
+    if short_last is None or manifest._inlined or not manifest._paths.ndim:
         return None
-    ((url, (items, starts, ends)),) = plan.by_file.items()
-    if len(items) != count:
+    run = _manifest_run(manifest)
+    if run is None or run.chunk_bytes != nbytes:
+        return _scanned_span(manifest, ranges, nbytes, short_last)
+    # The chunks of the product of ranges are one run of the manifest's C order when
+    # they are as many as the items from the first to the last.
+    shape = manifest._paths.shape
+    first = last = 0
+    for r, n in zip(ranges, shape, strict=True):
+        first, last = first * n + r.start, last * n + r.stop - 1
+    if last - first + 1 != math.prod(len(r) for r in ranges):
         return None
-    for k in range(count - 1):
-        if ends[k] - starts[k] != nbytes or ends[k] != starts[k + 1]:
-            return None
-    last = ends[-1] - starts[-1]
+    at_end = last == math.prod(shape) - 1
+    if (at_end and run.last_bytes < nbytes) != short_last:
+        return None
+    end = run.start + last * nbytes + (run.last_bytes if at_end else nbytes)
+    return run.url, run.start + first * nbytes, end
+
+
+def _scanned_span(
+    manifest: Any, ranges: list[range], nbytes: int, short_last: bool
+) -> tuple[str, int, int] | None:
+    """:func:`_one_span` for a manifest that is not one run (:func:`_manifest_run`),
+    from the entries of the chunks of ``ranges``: each file of a concatenation may be."""
+    where = tuple(slice(r.start, r.stop) for r in ranges)
+    paths = manifest._paths[where].reshape(-1)
+    if not len(paths) or paths[0] == "" or not (paths == paths[0]).all():
+        return None
+    starts = manifest._offsets[where].reshape(-1)
+    lengths = manifest._lengths[where].reshape(-1)
+    last = int(lengths[-1])
     if not (0 < last < nbytes if short_last else last == nbytes):
         return None
-    return url, starts[0], ends[-1]
+    if not ((lengths[:-1] == nbytes).all() and (starts[1:] == starts[:-1] + nbytes).all()):
+        return None
+    return str(paths[0]), int(starts[0]), int(starts[-1]) + last
+
+
+@dataclasses.dataclass(frozen=True)
+class _ManifestRun:
+    """A manifest whose chunks are one run of one file: in the C order of its grid,
+    each of ``chunk_bytes`` but the last (``last_bytes``, no more), each starting where
+    the one before ends (an uncompressed TIFF's strips, an HDF5 contiguous dataset)."""
+
+    url: str
+    start: int
+    chunk_bytes: int
+    last_bytes: int
+
+
+#: Each manifest's run (:func:`_manifest_run`; None: not one), by the manifest's id,
+#: dropped with the manifest.
+_runs: dict[int, _ManifestRun | None] = {}
+
+
+def _manifest_run(manifest: Any) -> _ManifestRun | None:
+    """``manifest`` as one run of one file, or None; worked out at its first read.
+
+    A manifest's entries do not change (VirtualiZarr's operations make new manifests),
+    and comparing every chunk's entry costs more than reading a small file: each later
+    read of any part of it finds its span by arithmetic."""
+    key = id(manifest)
+    if key in _runs:
+        return _runs[key]
+    found = _runs[key] = _find_run(manifest)
+    # The id may be reused once the object is gone: forget it with the object.
+    weakref.finalize(manifest, _runs.pop, key, None)
+    return found
+
+
+def _find_run(manifest: Any) -> _ManifestRun | None:
+    paths = manifest._paths.reshape(-1)
+    if manifest._inlined or not len(paths) or paths[0] == "" or not (paths == paths[0]).all():
+        return None
+    starts = manifest._offsets.reshape(-1)
+    lengths = manifest._lengths.reshape(-1)
+    chunk, last = int(lengths[0]), int(lengths[-1])
+    if not 0 < last <= chunk or not (lengths[:-1] == chunk).all():
+        return None
+    if not (starts[1:] == starts[:-1] + chunk).all():
+        return None
+    return _ManifestRun(str(paths[0]), int(starts[0]), chunk, last)
 
 
 async def _read_span(store: ManifestStore, span: tuple[str, int, int], size: int, run: _Run) -> Any:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -138,8 +139,13 @@ class _RawLayout:
         return undo_predictor(stored, codec.predictor, codec.axis, codec.endian)
 
     def stored_shape(self, spec: ArraySpec) -> tuple[int, ...]:
-        """The shape of a chunk of ``spec`` as the ``bytes`` codec stores it."""
-        return resolve_aa_specs(self.aa_codecs, spec)[1].shape
+        """The shape of a chunk of ``spec`` as the ``bytes`` codec stores it: permuted
+        by each transpose in turn, as ``TransposeCodec.resolve_metadata`` does (without
+        building a spec per codec, which costs more than the read of a small chunk)."""
+        shape = tuple(spec.shape)
+        for codec in self.aa_codecs:
+            shape = tuple(shape[axis] for axis in codec.order)
+        return shape
 
     def untransposed(self, blocks: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """A stack of chunks in stored order (first axis: the chunk) with the transposes
@@ -910,6 +916,12 @@ def _max_workers() -> int:
     with contextlib.suppress(TypeError, ValueError):
         if configured is not None:
             return max(1, int(configured))
+    return _cpu_count()
+
+
+@functools.cache
+def _cpu_count() -> int:
+    """The processors, counted once: ``os.cpu_count`` reads a file at every call."""
     return os.cpu_count() or 1
 
 
