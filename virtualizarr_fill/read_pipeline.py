@@ -480,6 +480,7 @@ class ManifestCodecPipeline(CodecPipeline):
                     _, spec, chunk_selection, out_selection, _ = batch[i]
                     array = decode_chunk(chunks[i], spec)
                     _scatter(array[chunk_selection], target, out_selection, drop_axes)
+                    del array  # its memory is the next chunk's (see decode_raw)
 
             return decode
 
@@ -509,6 +510,9 @@ class ManifestCodecPipeline(CodecPipeline):
                 for order in raw.inverse_orders:
                     array = array.transpose(order)
                 _scatter(array[chunk_selection], target, out_selection, drop_axes)
+                # Freed before the next chunk is decoded, whose buffer can then take
+                # the same memory instead of fresh pages (a large tile's cost).
+                del data, array
 
         return decode_raw
 
@@ -611,13 +615,17 @@ def _direct_decode(
         # find the size. imagecodecs stops at the buffer's end: that is the truncate
         # codec's cut when it follows; else one byte more, so that a stream decoding
         # to more than the chunk still fails the size check, as through the codecs.
+        # The buffer is an array's memory, of which imagecodecs returns the part
+        # written: given a size instead, it shrinks the bytes it made to what was
+        # written, a copy of the whole chunk (a 1 MiB tile: 0.08 ms to decode, 0.8 ms
+        # with the copy).
         extra = 0 if k else 1
 
         def lzw(data: Any, spec: ArraySpec, nbytes: int) -> Any:
             stream = np.frombuffer(data, dtype=np.uint8)
             if expected_nbytes(spec) is None:  # variable-length items: no size to trust
                 return decode(stream)
-            return decode(stream, out=nbytes + extra)
+            return decode(stream, out=memoryview(np.empty(nbytes + extra, dtype=np.uint8)))
 
         return lzw
     if decode is not None:

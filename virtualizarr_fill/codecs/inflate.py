@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import imagecodecs
+import numpy as np
 from zarr.codecs.numcodecs import Shuffle as NumcodecsShuffle
 from zarr.codecs.numcodecs import Zlib as NumcodecsZlib
 
@@ -55,7 +56,10 @@ def inflate(data: Any, nbytes: int) -> Any:
         if nbytes < LIBDEFLATE_MIN_BYTES:
             inflated = zlib.decompress(data)
             return inflated if len(inflated) <= nbytes else None
-        return imagecodecs.deflate_decode(data, out=nbytes)
+        # Into an array's memory, of which imagecodecs returns the part written: given
+        # a size, it copies the bytes it made to shrink them to a shorter stream's.
+        out = memoryview(np.empty(nbytes, dtype=np.uint8))
+        return imagecodecs.deflate_decode(data, out=out)
     except Exception:
         return None
 
