@@ -574,6 +574,7 @@ def test_contiguous_strips_copied_a_piece_at_a_time(
     monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1 if threads else 10**12)
     if splitter == "numpy":
         monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
+    monkeypatch.setattr(deinterleave, "SPLIT_MIN_BYTES", 0)  # pieces of 700 bytes
     split_by_opencv: list[bool] = []
     original_copy = read_path.copy_planes
 
@@ -671,6 +672,40 @@ def test_stacked_uncompressed_files_read_a_file_at_a_time(
         np.testing.assert_array_equal(array[k], expected[k], strict=True)
         np.testing.assert_array_equal(array[k, 30:100], expected[k, 30:100], strict=True)
     assert in_place == [expected[0].nbytes, expected[0, 30:100].nbytes] * len(paths)
+
+
+@pytest.mark.parametrize("splitter", ["opencv", "numpy"])
+@pytest.mark.parametrize(
+    "selection", [Ellipsis, (slice(None), slice(10, 290), slice(5, 160))], ids=["all", "window"]
+)
+def test_decoded_interleaved_tiles_split_into_their_places(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+    selection: Any,
+    splitter: str,
+) -> None:
+    """Deflate tiles of pixel-interleaved RGB, each decoded and its bands copied into
+    its place in the output (rows with gaps between them), by OpenCV where installed,
+    else by NumPy: tifffile's values either way."""
+    monkeypatch.setattr(deinterleave, "SPLIT_MIN_BYTES", 0)  # the edge tiles' parts too
+    if splitter == "numpy":
+        monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
+    split_by_opencv: list[bool] = []
+    original_copy = read_pipeline.copy_planes
+
+    def copy_planes(dest: np.ndarray, source: np.ndarray) -> bool:
+        split_by_opencv.append(original_copy(dest, source))
+        return split_by_opencv[-1]
+
+    monkeypatch.setattr(read_pipeline, "copy_planes", copy_planes)
+    name = "tiles_few_rgb_deflate"
+    path = make_tiff_fixtures.write_fixtures(tmp_path_factory.mktemp("rgb_tiles"), [name])[name]
+    array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+    np.testing.assert_array_equal(array[selection], _tiff(path)[selection], strict=True)
+    assert split_by_opencv, "each tile's bands copied into the output"
+    assert all(split_by_opencv) == (splitter == "opencv")
 
 
 def test_file_shortened_after_parsing_fails_the_read(

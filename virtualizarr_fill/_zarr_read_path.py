@@ -843,7 +843,8 @@ async def _read_blocks(lattice: _Lattice) -> None:
         if plan.missing:
             blocks[plan.missing] = fill_value_or_default(spec)
     whole = _lattice_array(blocks, counts, chunk_shape)
-    view[...] = whole[tuple(selection)]  # converts a stored byte order to the native one
+    # NumPy converts a stored byte order to the native one; OpenCV splits bands
+    copy_planes(view, whole[tuple(selection)])
 
 
 def _lattice_array(

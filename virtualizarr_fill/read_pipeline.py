@@ -73,6 +73,7 @@ from virtualizarr_fill.codecs.hdf5_shuffle import HDF5ShuffleCodec, unshuffle
 from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec, undo_predictor
 from virtualizarr_fill.codecs.truncate import TruncateCodec, truncated_length
+from virtualizarr_fill.deinterleave import copy_planes
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteGetter, ByteSetter
@@ -690,6 +691,15 @@ def _scatter(
 ) -> None:
     if drop_axes:
         selected = selected.squeeze(axis=drop_axes)
+    if (
+        selected.ndim == 3
+        and isinstance(out_selection, tuple)
+        and all(type(part) is slice for part in out_selection)
+    ):
+        # A view of the output (slices only): a decoded pixel-interleaved chunk's bands
+        # are split by OpenCV where it can (virtualizarr_fill.deinterleave).
+        copy_planes(target[out_selection], selected)
+        return
     target[out_selection] = selected  # converts a stored byte order to the native one
 
 
