@@ -549,6 +549,23 @@ def test_contiguous_strips_equal_tifffile(
         assert in_place, "one range read, not a range per strip"
 
 
+def _recorded_splits(monkeypatch: pytest.MonkeyPatch, module: Any, splitter: str) -> list[bool]:
+    """Whether OpenCV split each band copy ``module`` makes (any size), with OpenCV or
+    (``splitter`` "numpy") as if it were not installed."""
+    monkeypatch.setattr(deinterleave, "SPLIT_MIN_BYTES", 0)
+    if splitter == "numpy":
+        monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
+    split_by_opencv: list[bool] = []
+    original = module.copy_planes
+
+    def copy_planes(dest: np.ndarray, source: np.ndarray) -> bool:
+        split_by_opencv.append(original(dest, source))
+        return split_by_opencv[-1]
+
+    monkeypatch.setattr(module, "copy_planes", copy_planes)
+    return split_by_opencv
+
+
 @pytest.mark.parametrize("splitter", ["opencv", "numpy"])
 @pytest.mark.parametrize("threads", [False, True], ids=["calling-thread", "worker-threads"])
 @pytest.mark.parametrize("selection", STRIP_SELECTIONS, ids=range(len(STRIP_SELECTIONS)))
@@ -572,17 +589,7 @@ def test_contiguous_strips_copied_a_piece_at_a_time(
     piece = 700
     monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", piece)
     monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1 if threads else 10**12)
-    if splitter == "numpy":
-        monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
-    monkeypatch.setattr(deinterleave, "SPLIT_MIN_BYTES", 0)  # pieces of 700 bytes
-    split_by_opencv: list[bool] = []
-    original_copy = read_path.copy_planes
-
-    def copy_planes(dest: np.ndarray, source: np.ndarray) -> bool:
-        split_by_opencv.append(original_copy(dest, source))
-        return split_by_opencv[-1]
-
-    monkeypatch.setattr(read_path, "copy_planes", copy_planes)
+    split_by_opencv = _recorded_splits(monkeypatch, read_path, splitter)  # pieces of 700 B
     path = contiguous_strips[name]
     store = _local(TIFFParser(), path)
     expected = _tiff(path)[selection]
@@ -689,17 +696,7 @@ def test_decoded_interleaved_tiles_split_into_their_places(
     """Deflate tiles of pixel-interleaved RGB, each decoded and its bands copied into
     its place in the output (rows with gaps between them), by OpenCV where installed,
     else by NumPy: tifffile's values either way."""
-    monkeypatch.setattr(deinterleave, "SPLIT_MIN_BYTES", 0)  # the edge tiles' parts too
-    if splitter == "numpy":
-        monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
-    split_by_opencv: list[bool] = []
-    original_copy = read_pipeline.copy_planes
-
-    def copy_planes(dest: np.ndarray, source: np.ndarray) -> bool:
-        split_by_opencv.append(original_copy(dest, source))
-        return split_by_opencv[-1]
-
-    monkeypatch.setattr(read_pipeline, "copy_planes", copy_planes)
+    split_by_opencv = _recorded_splits(monkeypatch, read_pipeline, splitter)  # edge tiles too
     name = "tiles_few_rgb_deflate"
     path = make_tiff_fixtures.write_fixtures(tmp_path_factory.mktemp("rgb_tiles"), [name])[name]
     array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
