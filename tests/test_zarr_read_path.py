@@ -834,6 +834,26 @@ def test_corpus_many_small_chunks(
             np.testing.assert_array_equal(group[name][...], expected, strict=True)
 
 
+@pytest.mark.corpus
+def test_corpus_scalars_of_every_type(
+    manifest_pipeline: None, only_this_module: None, corpus_dir: Path
+) -> None:
+    """jhdf's scalar datasets, numbers and a variable-length string: h5py's values."""
+    relative = "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_scalar_empty_datasets_latest.hdf5"
+    path = corpus_dir / relative
+    group = zarr.open_group(_local(HDF5Parser(), path), mode="r")
+    names = sorted(group.array_keys())
+    assert "scalar_string" in names and "scalar_uint_64" in names
+    with h5py.File(path) as f:
+        for name in names:
+            expected = f[name][()]
+            got = group[name][...]
+            if isinstance(expected, bytes):
+                assert got == expected.decode("utf-8")
+            else:
+                np.testing.assert_array_equal(got, expected, strict=True)
+
+
 # --------------------------------------------------------------------------- fallbacks
 
 

@@ -692,7 +692,8 @@ def _scatter(
     if drop_axes:
         selected = selected.squeeze(axis=drop_axes)
     if (
-        selected.ndim == 3
+        isinstance(selected, np.ndarray)
+        and selected.ndim == 3
         and isinstance(out_selection, tuple)
         and all(type(part) is slice for part in out_selection)
     ):
