@@ -72,6 +72,21 @@ def test_predictor_round_trip(dtype: str, endian: str, shape: tuple[int, ...], a
     assert not np.array_equal(encoded, values)
     decoded = undo_predictor(encoded, predictor, axis, endian)
     np.testing.assert_array_equal(decoded, values)
+    # The read path's arrays, in the stored byte order: decoded in place only when asked
+    # and the memory is writable, with the same values every way.
+    stored = encoded.astype(encoded.dtype.newbyteorder(">" if endian == "big" else "<"))
+    kept = stored.copy()
+    np.testing.assert_array_equal(undo_predictor(stored, predictor, axis, endian), values)
+    np.testing.assert_array_equal(stored, kept, strict=True)
+    stored.flags.writeable = False
+    got = undo_predictor(stored, predictor, axis, endian, overwrite=True)
+    np.testing.assert_array_equal(got, values)
+    np.testing.assert_array_equal(stored, kept, strict=True)
+    writable = kept.copy()
+    got = undo_predictor(writable, predictor, axis, endian, overwrite=True)
+    np.testing.assert_array_equal(got, values)
+    if predictor == 2:  # (imagecodecs decides where predictor 3 works)
+        assert np.shares_memory(got, writable) == writable.dtype.isnative
 
 
 def test_predictor2_wraps_like_tiff() -> None:

@@ -468,6 +468,41 @@ def test_predictor_rows_of_two_lengths(manifest_pipeline: None, tmp_path: Path) 
     np.testing.assert_array_equal(group["a"][...], expected, strict=True)
 
 
+@pytest.mark.parametrize("compression", ["zlib", "lzw"])
+@pytest.mark.parametrize("predictor", [2, 3])
+def test_strips_sharing_their_bytes_decoded_each_from_the_file(
+    manifest_pipeline: None, tmp_path: Path, compression: str, predictor: int
+) -> None:
+    """Strips whose offsets name the same bytes (writers store repeated strips once):
+    a predictor undone in place in one chunk's decoded buffer must never reach the
+    bytes another chunk decodes from. Values as tifffile reads them, twice over."""
+    dtype = "u2" if predictor == 2 else "f4"
+    values = np.arange(40 * 12, dtype=dtype).reshape(40, 12) * 3
+    path = tmp_path / "shared_strips.tif"
+    tifffile.imwrite(path, values, rowsperstrip=10, predictor=predictor, compression=compression)
+    # Strips 3 and 4 made to name the bytes of strips 1 and 2 (offsets and counts).
+    with tifffile.TiffFile(path) as tif:
+        tags = [tif.pages[0].tags[name] for name in ("StripOffsets", "StripByteCounts")]
+        edits = [
+            (
+                tag.valueoffset,
+                np.dtype(f"{tif.byteorder}u{ {3: 2, 4: 4, 16: 8}[int(tag.dtype)] }"),
+                [*tag.value[:2], *tag.value[:2]],
+            )
+            for tag in tags
+        ]
+    with open(path, "r+b") as f:
+        for at, item, new in edits:
+            f.seek(at)
+            f.write(np.asarray(new, dtype=item).tobytes())
+    expected = _tiff(path)
+    np.testing.assert_array_equal(expected[:, 20:], expected[:, :20], strict=True)
+    array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+    for _ in range(2):
+        np.testing.assert_array_equal(array[...], expected, strict=True)
+        np.testing.assert_array_equal(array[:, 5:35], expected[:, 5:35], strict=True)
+
+
 @pytest.mark.parametrize("name", TIFF_FIXTURES)
 def test_tiff_fixtures_equal_tifffile(
     manifest_pipeline: None, only_this_module: None, tiff_files: dict[str, Path], name: str

@@ -1119,7 +1119,8 @@ async def _stored_blocks(lattice: _Lattice, batch: list[Any]) -> np.ndarray[Any,
     if raw.predictor is not None:
         # one pass over every chunk (rows are independent); the fill value is not
         # differenced, so missing chunks take it afterwards
-        blocks = raw.undo_predictor(blocks)
+        # an array ``data`` is this read's own buffer (bytes joined are read-only)
+        blocks = raw.undo_predictor(blocks, overwrite=isinstance(data, np.ndarray))
         if plan is not None and plan.missing:
             blocks[plan.missing] = fill_value_or_default(spec)
     return raw.untransposed(blocks)

@@ -129,15 +129,20 @@ class _RawLayout:
     inverse_orders: tuple[tuple[int, ...], ...]  # in decode order (last codec first)
     predictor: TiffPredictorCodec | None = None
 
-    def undo_predictor(self, stored: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    def undo_predictor(
+        self, stored: np.ndarray[Any, Any], *, overwrite: bool = False
+    ) -> np.ndarray[Any, Any]:
         """``stored`` (one or more chunks' ``bytes``-codec arrays, in :attr:`view_dtype`,
         any axes before a chunk's) with the predictor undone, in native order; ``stored``
         itself without a predictor. The predictor works row by row, so a stack of
-        chunks is undone at once."""
+        chunks is undone at once. ``overwrite``: ``stored`` is the caller's own buffer,
+        which may be decoded in place."""
         codec = self.predictor
         if codec is None:
             return stored
-        return undo_predictor(stored, codec.predictor, codec.axis, codec.endian)
+        return undo_predictor(
+            stored, codec.predictor, codec.axis, codec.endian, overwrite=overwrite
+        )
 
     def stored_shape(self, spec: ArraySpec) -> tuple[int, ...]:
         """The shape of a chunk of ``spec`` as the ``bytes`` codec stores it: permuted
@@ -504,10 +509,17 @@ class ManifestCodecPipeline(CodecPipeline):
                 _, spec, chunk_selection, out_selection, _ = batch[i]
                 ab_spec, shape = stored(spec)
                 data = chunks[i]
+                own = False
                 if bb_codecs:
+                    fetched = data
                     data = undo(data, ab_spec, math.prod(shape) * itemsize)
+                    # A decompressor's output is ours to overwrite; bytes passed through
+                    # (a truncate) may be shared with other chunks of the same range.
+                    own = not np.may_share_memory(
+                        np.frombuffer(data, np.uint8), np.frombuffer(fetched, np.uint8)
+                    )
                 array = np.frombuffer(data, dtype=raw.view_dtype).reshape(shape)
-                array = raw.undo_predictor(array)
+                array = raw.undo_predictor(array, overwrite=own)
                 for order in raw.inverse_orders:
                     array = array.transpose(order)
                 _scatter(array[chunk_selection], target, out_selection, drop_axes)

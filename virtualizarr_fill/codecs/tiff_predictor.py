@@ -85,14 +85,30 @@ def _as_stored_values(raw: np.ndarray, endian: str) -> np.ndarray:
     return stored.astype(raw.dtype.newbyteorder("=")).reshape(raw.shape)
 
 
-def undo_predictor(values: np.ndarray, predictor: int, axis: int, endian: str) -> np.ndarray:
-    """Decode one chunk in storage order (pure function, used by the codec and tests)."""
+def undo_predictor(
+    values: np.ndarray, predictor: int, axis: int, endian: str, *, overwrite: bool = False
+) -> np.ndarray:
+    """Decode one chunk in storage order (used by the codec, the read path and tests).
+
+    ``values`` is left as it is unless ``overwrite``: then, where its memory already
+    holds the items in the order the decoder takes and is writable, it is decoded in
+    place instead of in a copy (a caller that owns a freshly decoded buffer saves a
+    copy of every byte)."""
     _check_dtype(predictor, values.dtype)
     if predictor == 2:
-        data = np.array(values, dtype=values.dtype.newbyteorder("="), copy=True)
+        data = values
+        if not (overwrite and _in_place(values) and values.dtype.isnative):
+            data = np.array(values, dtype=values.dtype.newbyteorder("="), copy=True)
         return np.asarray(imagecodecs.delta_decode(data, axis=axis, out=data))
-    raw = np.array(_stored_bytes_view(values, endian), copy=True)
+    raw = _stored_bytes_view(values, endian)
+    # ``raw`` shares ``values``' memory exactly when no byte swap or copy was needed.
+    if not (overwrite and _in_place(values) and np.may_share_memory(raw, values)):
+        raw = np.array(raw, copy=True)
     return np.asarray(imagecodecs.floatpred_decode(raw, axis=axis, out=raw))
+
+
+def _in_place(values: np.ndarray) -> bool:
+    return bool(values.flags.writeable and values.flags.c_contiguous)
 
 
 def apply_predictor(values: np.ndarray, predictor: int, axis: int, endian: str) -> np.ndarray:
