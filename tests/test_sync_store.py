@@ -8,6 +8,7 @@ own asynchronous ``get`` returns for the same key and byte range.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -286,3 +287,43 @@ def test_local_ranges_equal_obstores(tmp_path: Path) -> None:
     plain.unlink()
     with pytest.raises(FileNotFoundError):
         _sync_store.get_ranges(rooted, plain.name, [0], [3])
+
+
+def test_local_ranges_read_together_where_close(tmp_path: Path) -> None:
+    """Ranges of a local file close to one another are read with one ``pread`` and
+    handed out as read-only views (a decoder must not write into bytes another chunk
+    shares); unsorted, repeated and overlapping ranges (tiles that share their bytes)
+    and ranges far apart give obstore's bytes."""
+    import obstore
+
+    from virtualizarr_fill import _sync_store
+
+    rng = np.random.default_rng(3)
+    data = rng.integers(0, 256, 3 * _sync_store.LOCAL_GAP_BYTES, dtype=np.uint8).tobytes()
+    path = tmp_path / "ranges.bin"
+    path.write_bytes(data)
+    store = LocalStore(prefix=tmp_path)
+    far = 2 * _sync_store.LOCAL_GAP_BYTES + 10
+    starts = [100, 0, 100, 150, far, far - 4, 40_000]
+    ends = [200, 50, 200, 300, far + 10, far + 1, 40_001]
+    reads: list[int] = []
+    real_pread = os.pread
+
+    def counting_pread(descriptor: int, size: int, offset: int) -> bytes:
+        reads.append(size)
+        return real_pread(descriptor, size, offset)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "pread", counting_pread)
+        got = _sync_store.get_ranges(store, path.name, starts, ends)
+    theirs = obstore.get_ranges(store, path.name, starts=starts, ends=ends)
+    assert [bytes(g) for g in got] == [bytes(t) for t in theirs]
+    assert [bytes(g) for g in got] == [data[a:b] for a, b in zip(starts, ends, strict=True)]
+    assert reads == [40_001, 14], "two runs: the ranges up to 40,001, and the two far ones"
+    assert all(memoryview(g).readonly for g in got)
+    # A run reaching past the file's end goes to obstore, which answers its own way.
+    starts, ends = [0, len(data) - 2], [10, len(data) + 5]
+    got = _sync_store.get_ranges(store, path.name, starts, ends)
+    theirs = obstore.get_ranges(store, path.name, starts=starts, ends=ends)
+    assert [bytes(g) for g in got] == [bytes(t) for t in theirs]
+    assert not any(isinstance(g, memoryview) for g in got)

@@ -137,8 +137,11 @@ def _resolve(registry: ObjectStoreRegistry, url: str) -> tuple[Any, str]:
 
 
 #: Most byte ranges of one read that :func:`get_ranges` reads from a local file itself;
-#: obstore coalesces more in one call.
-LOCAL_RANGES = 16
+#: obstore's own loop over more is quicker than ours in Python.
+LOCAL_RANGES = 64
+#: Largest gap between byte ranges of a local file read as one (obstore's coalescing
+#: takes up to 1 MiB; a strip or tile gap is usually a few bytes or none).
+LOCAL_GAP_BYTES = 64 << 10
 
 # Object paths whose filesystem path cannot differ from the path itself (obstore
 # percent-encodes other characters).
@@ -221,22 +224,37 @@ def read_at(descriptor: int, start: int, buffer: Any) -> bool:
         return False
 
 
-def _pread(local: str, starts: list[int], ends: list[int]) -> list[bytes] | None:
-    """The ranges of a local file; None if it cannot be opened, or a range is empty or
-    runs past the file's end (obstore then reads, or reports the problem its own way)."""
+def _pread(local: str, starts: list[int], ends: list[int]) -> list[Any] | None:
+    """The ranges of a local file, read-only (``bytes``, or views of one ``bytes``
+    object where ranges at most :data:`LOCAL_GAP_BYTES` apart are read together, as
+    obstore coalesces them); None if it cannot be opened, or a range is empty or runs
+    past the file's end (obstore then reads, or reports the problem its own way)."""
+    if any(end <= start for start, end in zip(starts, ends, strict=True)):
+        return None
     try:
         descriptor = os.open(local, os.O_RDONLY)
     except OSError:
         return None
     try:
-        got = []
-        for start, end in zip(starts, ends, strict=True):
-            if end <= start:
+        order = sorted(range(len(starts)), key=starts.__getitem__)
+        got: list[Any] = [None] * len(starts)
+        first = 0
+        while first < len(order):
+            low, high = starts[order[first]], ends[order[first]]
+            last = first
+            while last + 1 < len(order) and starts[order[last + 1]] - high <= LOCAL_GAP_BYTES:
+                last += 1
+                high = max(high, ends[order[last]])
+            data = os.pread(descriptor, high - low, low)
+            if len(data) != high - low:
                 return None
-            data = os.pread(descriptor, end - start, start)
-            if len(data) != end - start:
-                return None
-            got.append(data)
+            if first == last:
+                got[order[first]] = data
+            else:
+                view = memoryview(data)
+                for i in order[first : last + 1]:
+                    got[i] = view[starts[i] - low : ends[i] - low]
+            first = last + 1
         return got
     finally:
         os.close(descriptor)
