@@ -558,19 +558,25 @@ def _array_config() -> ArrayConfig:
     return found
 
 
-# The parsed metadata of each ManifestStore node (by path), by the id of the node's own
-# metadata object (hashing one costs a conversion to a dict), dropped with that object.
+def _kept_with[T](table: dict[int, T], owner: Any, make: Callable[[Any], T]) -> T:
+    """``make(owner)``, made once and kept in ``table`` by ``owner``'s id (hashing the
+    objects kept this way costs more than what is kept saves), dropped with ``owner``:
+    the id may be reused once the object is gone."""
+    key = id(owner)
+    if key in table:
+        return table[key]
+    found = table[key] = make(owner)
+    weakref.finalize(owner, table.pop, key, None)
+    return found
+
+
+# The parsed metadata of each ManifestStore node (by path), by the node's own metadata
+# object (hashing one costs a conversion to a dict).
 _parsed: dict[int, dict[str, _ParsedNode]] = {}
 
 
 def _parsed_metadata(metadata: Any) -> dict[str, _ParsedNode]:
-    key = id(metadata)
-    found = _parsed.get(key)
-    if found is None:
-        found = _parsed[key] = {}
-        # The id may be reused once the object is gone: forget it with the object.
-        weakref.finalize(metadata, _parsed.pop, key, None)
-    return found
+    return _kept_with(_parsed, metadata, lambda _: {})
 
 
 def _reads_with_manifest_pipeline() -> bool:
@@ -1158,7 +1164,7 @@ def _one_span(
     of each range handled on its own (most of the time of reading one such file)."""
     if short_last is None or manifest._inlined or not manifest._paths.ndim:
         return None
-    run = _manifest_run(manifest)
+    run = _kept_with(_runs, manifest, _find_run)
     if run is None or run.chunk_bytes != nbytes:
         return _scanned_span(manifest, ranges, nbytes, short_last)
     # The chunks of the product of ranges are one run of the manifest's C order when
@@ -1179,27 +1185,23 @@ def _one_span(
 def _scanned_span(
     manifest: Any, ranges: list[range], nbytes: int, short_last: bool
 ) -> tuple[str, int, int] | None:
-    """:func:`_one_span` for a manifest that is not one run (:func:`_manifest_run`),
-    from the entries of the chunks of ``ranges``: each file of a concatenation may be."""
+    """:func:`_one_span` for a manifest that is not one run (:func:`_find_run`), from
+    the entries of the chunks of ``ranges``: each file of a concatenation may be."""
     where = tuple(slice(r.start, r.stop) for r in ranges)
-    paths = manifest._paths[where].reshape(-1)
-    if not len(paths) or paths[0] == "" or not (paths == paths[0]).all():
+    run = _run_of(
+        manifest._paths[where], manifest._offsets[where], manifest._lengths[where], nbytes
+    )
+    if run is None or (run.last_bytes < nbytes) != short_last:
         return None
-    starts = manifest._offsets[where].reshape(-1)
-    lengths = manifest._lengths[where].reshape(-1)
-    last = int(lengths[-1])
-    if not (0 < last < nbytes if short_last else last == nbytes):
-        return None
-    if not ((lengths[:-1] == nbytes).all() and (starts[1:] == starts[:-1] + nbytes).all()):
-        return None
-    return str(paths[0]), int(starts[0]), int(starts[-1]) + last
+    count = math.prod(len(r) for r in ranges)
+    return run.url, run.start, run.start + (count - 1) * nbytes + run.last_bytes
 
 
 @dataclasses.dataclass(frozen=True)
 class _ManifestRun:
-    """A manifest whose chunks are one run of one file: in the C order of its grid,
-    each of ``chunk_bytes`` but the last (``last_bytes``, no more), each starting where
-    the one before ends (an uncompressed TIFF's strips, an HDF5 contiguous dataset)."""
+    """Chunks that are one run of one file: in the C order of the grid, each of
+    ``chunk_bytes`` but the last (``last_bytes``, no more), each starting where the one
+    before ends (an uncompressed TIFF's strips, an HDF5 contiguous dataset)."""
 
     url: str
     start: int
@@ -1207,38 +1209,38 @@ class _ManifestRun:
     last_bytes: int
 
 
-#: Each manifest's run (:func:`_manifest_run`; None: not one), by the manifest's id,
-#: dropped with the manifest.
+#: Each manifest's run (:func:`_find_run`; None: not one), kept with the manifest
+#: (:func:`_kept_with`). A manifest's entries do not change (VirtualiZarr's operations
+#: make new manifests), and comparing every chunk's entry costs more than reading a
+#: small file: each later read of any part of it finds its span by arithmetic.
 _runs: dict[int, _ManifestRun | None] = {}
 
 
-def _manifest_run(manifest: Any) -> _ManifestRun | None:
-    """``manifest`` as one run of one file, or None; worked out at its first read.
-
-    A manifest's entries do not change (VirtualiZarr's operations make new manifests),
-    and comparing every chunk's entry costs more than reading a small file: each later
-    read of any part of it finds its span by arithmetic."""
-    key = id(manifest)
-    if key in _runs:
-        return _runs[key]
-    found = _runs[key] = _find_run(manifest)
-    # The id may be reused once the object is gone: forget it with the object.
-    weakref.finalize(manifest, _runs.pop, key, None)
-    return found
-
-
 def _find_run(manifest: Any) -> _ManifestRun | None:
-    paths = manifest._paths.reshape(-1)
-    if manifest._inlined or not len(paths) or paths[0] == "" or not (paths == paths[0]).all():
+    """``manifest``'s chunks as one run of one file, or None."""
+    if manifest._inlined or not manifest._lengths.size:
         return None
-    starts = manifest._offsets.reshape(-1)
-    lengths = manifest._lengths.reshape(-1)
-    chunk, last = int(lengths[0]), int(lengths[-1])
-    if not 0 < last <= chunk or not (lengths[:-1] == chunk).all():
+    lengths = manifest._lengths
+    return _run_of(manifest._paths, manifest._offsets, lengths, int(lengths.flat[0]))
+
+
+def _run_of(
+    paths: np.ndarray[Any, Any],
+    starts: np.ndarray[Any, Any],
+    lengths: np.ndarray[Any, Any],
+    chunk_bytes: int,
+) -> _ManifestRun | None:
+    """The manifest entries ``paths``, ``starts``, ``lengths`` (any shape, C order) as
+    one run of chunks of ``chunk_bytes``, or None."""
+    paths, starts, lengths = paths.reshape(-1), starts.reshape(-1), lengths.reshape(-1)
+    if not len(paths) or paths[0] == "" or not (paths == paths[0]).all():
         return None
-    if not (starts[1:] == starts[:-1] + chunk).all():
+    last = int(lengths[-1])
+    if not 0 < last <= chunk_bytes or not (lengths[:-1] == chunk_bytes).all():
         return None
-    return _ManifestRun(str(paths[0]), int(starts[0]), chunk, last)
+    if not (starts[1:] == starts[:-1] + chunk_bytes).all():
+        return None
+    return _ManifestRun(str(paths[0]), int(starts[0]), chunk_bytes, last)
 
 
 async def _read_span(store: ManifestStore, span: tuple[str, int, int], size: int, run: _Run) -> Any:
