@@ -1125,6 +1125,32 @@ def test_short_last_chunks_are_assembled(
     assert any(layout is not None and layout[1] for layout in layouts)
 
 
+@pytest.mark.parametrize(
+    "chunks", [(4, 5), ((3, 3, 1, 6, 2), (5, 5, 5, 5, 2)), ((7, 7, 1), 4)], ids=str
+)
+def test_step_one_projections_are_zarrs(chunks: Any) -> None:
+    """The projections of step-1 slices and integers, worked out from the chunk edges,
+    are zarr's own dimension indexers' for every such selection, on regular grids
+    (short last chunk) and rectilinear ones."""
+    from zarr.core.indexing import BasicIndexer
+
+    shape = (15, 22)
+    array = zarr.create_array(MemoryStore(), shape=shape, chunks=chunks, dtype="u1")
+    grid = array._chunk_grid
+    picks: list[Any] = [0, 5, 14, -1, slice(None)]
+    picks += [slice(a, b) for a in range(0, 15, 2) for b in range(a + 1, 16, 3)]
+    checked = 0
+    for first in picks:
+        for second in [3, -2, slice(None), slice(4, 21), slice(20, 22), slice(0, 1)]:
+            indexer = BasicIndexer((first, second), shape, grid)
+            ranges = read_path._step_one_ranges(indexer)
+            assert ranges is not None
+            expected = [list(dim) for dim in indexer.dim_indexers]
+            assert read_path._step_one_projections(indexer, ranges) == expected
+            checked += 1
+    assert checked == len(picks) * 6
+
+
 def test_zlib_under_the_truncate_codec_inflates_as_the_codecs_do() -> None:
     """A zlib stream decoded before the truncate codec: libdeflate where it fits the
     chunk, the codec where the padded stream is longer: the codecs' bytes either way."""

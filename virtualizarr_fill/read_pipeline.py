@@ -171,6 +171,32 @@ class _RawLayout:
         return all(self.stored_shape(own)[axis:] == whole for own in short.values())
 
 
+#: A chunk's specs after each array->array codec, and for the array->bytes codec.
+_Resolved = tuple[tuple[ArraySpec, ...], ArraySpec]
+#: zarr's chunk specs after each array->array codec (:func:`_resolved_specs`), by the
+#: ids of the codecs and the chunk's spec, each kept with both (so the ids are not reused).
+_resolved: dict[tuple[int, int], tuple[Any, ArraySpec, _Resolved]] = {}
+#: Resolved specs kept.
+RESOLVED_KEPT = 256
+
+
+def _resolved_specs(aa_codecs: tuple[Any, ...], spec: ArraySpec) -> _Resolved:
+    """zarr's ``resolve_aa_specs``, the same objects for the same codecs and spec.
+
+    Reads share their chunk specs (``_zarr_read_path._array_spec``) and an array its
+    codecs, and resolving a transpose builds a new spec, about 10 µs, at every read of
+    a band-first TIFF, as long as reading one of its small strips."""
+    key = (id(aa_codecs), id(spec))
+    found = _resolved.get(key)
+    if found is not None:
+        return found[2]
+    resolved = resolve_aa_specs(aa_codecs, spec)
+    if len(_resolved) >= RESOLVED_KEPT:
+        _resolved.clear()
+    _resolved[key] = (aa_codecs, spec, resolved)
+    return resolved
+
+
 def _inverse_orders(transposes: Sequence[TransposeCodec]) -> tuple[tuple[int, ...], ...]:
     """The axis orders undoing ``transposes``, in decode order (last codec first)."""
     return tuple(tuple(int(i) for i in np.argsort(c.order)) for c in reversed(transposes))
@@ -408,7 +434,7 @@ class ManifestCodecPipeline(CodecPipeline):
         def decode(data: Any, spec: ArraySpec) -> Any:
             found = resolved.get(spec.shape)
             if found is None:
-                found = resolved[spec.shape] = resolve_aa_specs(aa_codecs, spec)
+                found = resolved[spec.shape] = _resolved_specs(aa_codecs, spec)
             aa_specs, ab_spec = found
             if bb_codecs:
                 nbytes = 0
@@ -444,7 +470,7 @@ class ManifestCodecPipeline(CodecPipeline):
         assert raw is not None
         undo = _bytes_decoder(bb_codecs)
         into_list = isinstance(parts, list)
-        _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
+        _, ab_spec = _resolved_specs(raw.aa_codecs, spec)
         stored_shape = ab_spec.shape
 
         def undone(data: Any, ab_spec: ArraySpec) -> Any:
@@ -460,7 +486,7 @@ class ManifestCodecPipeline(CodecPipeline):
             return data
 
         def padded(data: Any, own: ArraySpec) -> Any:
-            _, own_ab = resolve_aa_specs(raw.aa_codecs, own)
+            _, own_ab = _resolved_specs(raw.aa_codecs, own)
             array = np.frombuffer(undone(data, own_ab), dtype=raw.view_dtype)
             whole = np.zeros(stored_shape, dtype=raw.view_dtype)
             whole[tuple(slice(0, n) for n in own_ab.shape)] = array.reshape(own_ab.shape)
@@ -497,7 +523,7 @@ class ManifestCodecPipeline(CodecPipeline):
         def stored(spec: ArraySpec) -> tuple[ArraySpec, tuple[int, ...]]:
             found = shapes.get(spec.shape)
             if found is None:
-                _, ab_spec = resolve_aa_specs(raw.aa_codecs, spec)
+                _, ab_spec = _resolved_specs(raw.aa_codecs, spec)
                 found = shapes[spec.shape] = (ab_spec, ab_spec.shape)
             return found
 
