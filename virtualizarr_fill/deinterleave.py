@@ -13,6 +13,7 @@ their type or byte order.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 import numpy as np
@@ -71,21 +72,25 @@ SPLIT_MIN_BYTES = 128 << 10
 
 def _splittable(dest: np.ndarray, source: np.ndarray) -> bool:
     """Whether OpenCV is installed and ``source`` is laid out for its split into an
-    array of ``dest``'s shape and type."""
-    if _opencv() is None or source.ndim != 3 or dest.shape != source.shape:
+    array of ``dest``'s shape and type. The cheapest tests come first: most calls are
+    for tiles too small to split, and these checks run once per chunk."""
+    if source.nbytes < SPLIT_MIN_BYTES or source.ndim != 3 or _opencv() is None:
         return False
-    if dest.dtype != source.dtype or source.nbytes < SPLIT_MIN_BYTES:
+    if dest.shape != source.shape or dest.dtype != source.dtype:
         return False
     bands, item = source.shape[0], source.dtype.itemsize
     if item not in _SPLIT_TYPES or not 2 <= bands <= _MAX_BANDS or source.dtype.hasobject:
         return False
-    pixels = source.transpose(1, 2, 0)
-    rows, samples, band = pixels.strides
+    band, rows, samples = source.strides
     return band == item and samples == bands * item and rows > 0
 
 
 def _planes_contiguous(dest: np.ndarray) -> bool:
-    return all(dest[band].flags.c_contiguous for band in range(dest.shape[0]))
+    """Whether each band of ``dest`` (band, y, x) is one C-contiguous plane."""
+    _, rows, width = dest.shape
+    _, row_stride, sample_stride = dest.strides
+    item = dest.itemsize
+    return (width == 1 or sample_stride == item) and (rows == 1 or row_stride == width * item)
 
 
 def _split(source: np.ndarray, dest: np.ndarray) -> bool:
@@ -94,12 +99,13 @@ def _split(source: np.ndarray, dest: np.ndarray) -> bool:
     cv2 = _opencv()
     assert cv2 is not None  # _splittable checked
     split_type = _SPLIT_TYPES[source.dtype.itemsize]
-    targets = [dest[band].view(split_type) for band in range(dest.shape[0])]
-    written = cv2.split(source.transpose(1, 2, 0).view(split_type), targets)
+    pixels = source.transpose(1, 2, 0)
+    if dest.dtype != split_type:  # a bit copy: OpenCV moves samples of the same size
+        dest, pixels = dest.view(split_type), pixels.view(split_type)
+    targets = list(dest)
+    written = cv2.split(pixels, targets)
     # cv2 allocates new planes, leaving ``dest`` as it was, for any it cannot write into.
-    return len(written) == len(targets) and all(
-        w is t for w, t in zip(written, targets, strict=True)
-    )
+    return len(written) == len(targets) and all(map(operator.is_, written, targets))
 
 
 __all__ = ["SPLIT_MIN_BYTES", "copy_planes", "split_planes"]
