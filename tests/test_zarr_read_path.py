@@ -312,6 +312,41 @@ def test_threaded_and_planned_both_ways(
         _same(got, _h5(hdf5_file, name))
 
 
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_large_reads_shared_between_the_calling_thread_and_workers(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tiff_files: dict[str, Path],
+    workers: int,
+) -> None:
+    """A read large enough for threads is cut into one piece per worker (at most), and
+    the calling thread decodes the first piece itself instead of waiting."""
+    import threading
+
+    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1)
+    monkeypatch.setattr(read_pipeline, "_thread_pool", None)  # sized for ``workers``
+    pieces: list[tuple[int, int]] = []  # (thread, chunks) per piece
+    original = read_path._fetch_and_decode
+
+    def recording(store: Any, piece: Any, batch: Any, decode: Any) -> None:
+        count = sum(len(items) for items, _, _ in piece.by_file.values())
+        pieces.append((threading.get_ident(), count))
+        original(store, piece, batch, decode)
+
+    monkeypatch.setattr(read_path, "_fetch_and_decode", recording)
+    path = tiff_files["strip_rps10_150rows_deflate"]  # 15 compressed strips
+    try:
+        with zarr.config.set({"codec_pipeline.max_workers": workers}):
+            array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+            np.testing.assert_array_equal(array[...], _tiff(path), strict=True)
+    finally:
+        read_pipeline._forget_pool()
+    assert sum(count for _, count in pieces) == 15
+    assert len(pieces) == workers
+    assert [thread for thread, _ in pieces].count(threading.get_ident()) == 1
+
+
 def test_async_api_reads_on_the_event_loop(
     manifest_pipeline: None, only_this_module: None, hdf5_file: Path
 ) -> None:

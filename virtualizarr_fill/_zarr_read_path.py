@@ -43,6 +43,7 @@ loop (or VirtualiZarr's ManifestStore reads whole batches itself).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import dataclasses
 import functools
@@ -303,15 +304,23 @@ async def _read_blocking(
     store: ManifestStore, plan: _Plan, batch: Sequence[Any], decode: Any
 ) -> None:
     """:func:`read_planned` without the event loop (it never suspends): the calling
-    thread reads a small read from one file itself, worker threads read the pieces of
-    a large one or the files of one spanning several."""
+    thread reads a small read from one file itself; the pieces of a large one, or the
+    files of one spanning several, are shared between it and worker threads (it would
+    otherwise only wait: a read of one piece handed to a worker took longer than
+    reading it here)."""
     if plan.nbytes < read_pipeline.THREADED_BYTES and len(plan.by_file) <= 1:
         _fetch_and_decode(store, plan, batch, decode)
         return
+    pieces = list(_pieces(plan, read_pipeline._max_workers()))
+    if not pieces:
+        return
     pool = _pool()
-    waiting = [
-        pool.submit(_fetch_and_decode, store, piece, batch, decode) for piece in _pieces(plan)
-    ]
+    waiting = [pool.submit(_fetch_and_decode, store, piece, batch, decode) for piece in pieces[1:]]
+    try:
+        _fetch_and_decode(store, pieces[0], batch, decode)
+    finally:
+        # No worker may still write into the output once the read has returned or failed.
+        concurrent.futures.wait(waiting)
     for future in waiting:
         future.result()
 

@@ -879,7 +879,7 @@ async def read_planned(
         await asyncio.gather(
             *(
                 loop.run_in_executor(pool, _fetch_and_decode, store, piece, batch, decode)
-                for piece in _pieces(plan)
+                for piece in _pieces(plan, _max_workers())
             )
         )
     else:
@@ -918,14 +918,18 @@ async def _fetch(store: ManifestStore, plan: _Plan, count: int) -> list[Any]:
     return chunks
 
 
-def _pieces(plan: _Plan) -> Iterator[_Plan]:
-    """``plan`` cut into pieces of about :data:`PIECE_BYTES` (inlined chunks in the first)."""
+def _pieces(plan: _Plan, workers: int = 1) -> Iterator[_Plan]:
+    """``plan`` cut into pieces (inlined chunks in the first) of about :data:`PIECE_BYTES`,
+    or of a ``workers``-th of the read where that is less, so that a read of a few
+    megabytes is shared among the threads instead of decoded by one of them (as
+    tifffile shares a file's tiles)."""
+    piece_bytes = min(PIECE_BYTES, max(1, -(-plan.nbytes // workers)))
     inlined = plan.inlined
     for url, (items, starts, ends) in plan.by_file.items():
         begin, size = 0, 0
         for k in range(len(items)):
             size += ends[k] - starts[k]
-            if size >= PIECE_BYTES or k == len(items) - 1:
+            if size >= piece_bytes or k == len(items) - 1:
                 piece = (items[begin : k + 1], starts[begin : k + 1], ends[begin : k + 1])
                 yield _Plan({url: piece}, inlined, [], size)
                 inlined, begin, size = {}, k + 1, 0
