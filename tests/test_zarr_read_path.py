@@ -312,6 +312,7 @@ def test_threaded_and_planned_both_ways(
         _same(got, _h5(hdf5_file, name))
 
 
+@pytest.mark.parametrize("large", ["THREADED_BYTES", "THREADED_DECODED_BYTES"])
 @pytest.mark.parametrize("workers", [1, 2, 5])
 def test_large_reads_shared_between_the_calling_thread_and_workers(
     manifest_pipeline: None,
@@ -319,12 +320,16 @@ def test_large_reads_shared_between_the_calling_thread_and_workers(
     monkeypatch: pytest.MonkeyPatch,
     tiff_files: dict[str, Path],
     workers: int,
+    large: str,
 ) -> None:
-    """A read large enough for threads is cut into one piece per worker (at most), and
-    the calling thread decodes the first piece itself instead of waiting."""
+    """A read large enough for threads, stored or decoded, is cut into one piece per
+    worker (at most), and the calling thread decodes the first piece itself instead of
+    waiting."""
     import threading
 
-    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1)
+    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 10**12)
+    monkeypatch.setattr(read_pipeline, "THREADED_DECODED_BYTES", 10**12)
+    monkeypatch.setattr(read_pipeline, large, 1)
     monkeypatch.setattr(read_pipeline, "_thread_pool", None)  # sized for ``workers``
     pieces: list[tuple[int, int]] = []  # (thread, chunks) per piece
     original = read_path._fetch_and_decode

@@ -308,7 +308,7 @@ async def _read_blocking(
     files of one spanning several, are shared between it and worker threads (it would
     otherwise only wait: a read of one piece handed to a worker took longer than
     reading it here)."""
-    if plan.nbytes < read_pipeline.THREADED_BYTES and len(plan.by_file) <= 1:
+    if not read_pipeline.threaded(plan) and len(plan.by_file) <= 1:
         _fetch_and_decode(store, plan, batch, decode)
         return
     pieces = list(_pieces(plan, read_pipeline._max_workers()))
@@ -681,6 +681,7 @@ async def _read(
         else:
             plan = _plan(manifest, np.array(coords, dtype=np.intp).reshape(len(coords), ndim))
         drop_axes = indexer.drop_axes
+    plan.decoded_nbytes = target.nbytes
     await run(store, plan, batch, pipeline._decoder(drop_axes, target))
     for i in plan.missing:
         _, spec, _, out_selection, _ = batch[i]
@@ -910,6 +911,7 @@ async def _read_blocks(lattice: _Lattice) -> None:
     else:
         plan = lattice.plan
         blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
+        plan.decoded_nbytes = blocks.nbytes
         await lattice.run(store, plan, items, pipeline.block_decoder(blocks, spec, short))
         if plan.missing:
             blocks[plan.missing] = fill_value_or_default(spec)
@@ -1180,6 +1182,7 @@ async def _stored_blocks(lattice: _Lattice, batch: list[Any]) -> np.ndarray[Any,
         parts = (
             [None] * count if count * nbytes <= JOIN_BYTES else np.empty((count, nbytes), np.uint8)
         )
+        plan.decoded_nbytes = count * nbytes
         await lattice.run(store, plan, batch, pipeline.stored_bytes_decoder(parts, spec, short))
         if plan.missing:
             fill = np.full(stored_shape, fill_value_or_default(spec), dtype=raw.view_dtype)

@@ -95,6 +95,8 @@ _KNOWS_VIRTUALIZARR = hasattr(vz_store, "_get_deepest_group_or_array")
 #: (zlib, zstd, imagecodecs and file reads release the GIL); below it the hand-off to
 #: threads costs more than it saves.
 THREADED_BYTES = 1 << 20
+#: Decoded bytes from which a read is shared among threads however small it is stored.
+THREADED_DECODED_BYTES = 1 << 20
 #: Reads of at most this many chunks are planned entry by entry, larger ones with numpy.
 FEW_CHUNKS = 16
 #: Stored bytes one worker-thread task fetches and decodes.
@@ -114,6 +116,9 @@ class _Plan:
     inlined: dict[int, bytes]  # item -> bytes held in the manifest
     missing: list[int]  # items with no chunk: the fill value
     nbytes: int  # bytes to fetch
+    # Bytes the chunks decode to, where the read knows it (else 0): a read of a few
+    # hundred kilobytes of JPEG or Deflate tiles decodes to megabytes.
+    decoded_nbytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -866,11 +871,16 @@ def plan_located(
     return _Plan(by_file, inlined, missing, int(lengths[items].sum()))
 
 
+def threaded(plan: _Plan) -> bool:
+    """Whether a read is large enough, stored or decoded, to share among threads."""
+    return plan.nbytes >= THREADED_BYTES or plan.decoded_nbytes >= THREADED_DECODED_BYTES
+
+
 async def read_planned(
     store: ManifestStore, plan: _Plan, batch: Sequence[ChunkInfo], decode: _Decode
 ) -> None:
     """Fetch the chunks ``plan`` locates and ``decode`` them (the missing ones are left)."""
-    if plan.nbytes >= THREADED_BYTES:
+    if threaded(plan):
         # Fetch and decode in worker threads, a piece at a time, so reading one piece
         # overlaps decoding another, the bytes in memory stay bounded and zarr's event
         # loop (shared by every thread reading) is not held up.
