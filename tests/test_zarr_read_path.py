@@ -330,6 +330,7 @@ def test_large_reads_shared_between_the_calling_thread_and_workers(
     monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 10**12)
     monkeypatch.setattr(read_pipeline, "THREADED_DECODED_BYTES", 10**12)
     monkeypatch.setattr(read_pipeline, large, 1)
+    monkeypatch.setattr(read_pipeline, "SHARED_CHUNK_BYTES", 1)
     monkeypatch.setattr(read_pipeline, "_thread_pool", None)  # sized for ``workers``
     pieces: list[tuple[int, int]] = []  # (thread, chunks) per piece
     original = read_path._fetch_and_decode
@@ -350,6 +351,32 @@ def test_large_reads_shared_between_the_calling_thread_and_workers(
     assert sum(count for _, count in pieces) == 15
     assert len(pieces) == workers
     assert [thread for thread, _ in pieces].count(threading.get_ident()) == 1
+
+
+def test_reads_of_small_chunks_stay_in_one_thread(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tiff_files: dict[str, Path],
+) -> None:
+    """A read that decodes to many bytes in small chunks is not cut among threads (its
+    per-chunk work holds the GIL): the calling thread reads it whole."""
+    import threading
+
+    monkeypatch.setattr(read_pipeline, "THREADED_DECODED_BYTES", 1)
+    pieces: list[int] = []
+    original = read_path._fetch_and_decode
+
+    def recording(store: Any, piece: Any, batch: Any, decode: Any) -> None:
+        pieces.append(threading.get_ident())
+        original(store, piece, batch, decode)
+
+    monkeypatch.setattr(read_path, "_fetch_and_decode", recording)
+    path = tiff_files["strip_rps10_150rows_deflate"]  # 15 strips of 10 rows
+    with zarr.config.set({"codec_pipeline.max_workers": 4}):
+        array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+        np.testing.assert_array_equal(array[...], _tiff(path), strict=True)
+    assert pieces == [threading.get_ident()]
 
 
 def test_async_api_reads_on_the_event_loop(

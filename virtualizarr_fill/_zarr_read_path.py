@@ -311,7 +311,7 @@ async def _read_blocking(
     if not read_pipeline.threaded(plan) and len(plan.by_file) <= 1:
         _fetch_and_decode(store, plan, batch, decode)
         return
-    pieces = list(_pieces(plan, read_pipeline._max_workers()))
+    pieces = list(_pieces(plan, read_pipeline.sharing_workers(plan)))
     if not pieces:
         return
     pool = _pool()

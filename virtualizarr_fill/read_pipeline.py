@@ -95,8 +95,14 @@ _KNOWS_VIRTUALIZARR = hasattr(vz_store, "_get_deepest_group_or_array")
 #: (zlib, zstd, imagecodecs and file reads release the GIL); below it the hand-off to
 #: threads costs more than it saves.
 THREADED_BYTES = 1 << 20
-#: Decoded bytes from which a read is shared among threads however small it is stored.
+#: Decoded bytes from which a read of large chunks is shared among threads however
+#: small it is stored.
 THREADED_DECODED_BYTES = 1 << 20
+#: Fewest bytes a read's chunks decode to, on average, for it to be cut into a piece
+#: per thread. Decoding a small chunk is mostly Python, which holds the GIL: threads
+#: sharing a read of 2,667 one-row Deflate strips (nocog.tif) took turns at it and
+#: read it in four times the time of one thread.
+SHARED_CHUNK_BYTES = 64 << 10
 #: Reads of at most this many chunks are planned entry by entry, larger ones with numpy.
 FEW_CHUNKS = 16
 #: Stored bytes one worker-thread task fetches and decodes.
@@ -872,8 +878,20 @@ def plan_located(
 
 
 def threaded(plan: _Plan) -> bool:
-    """Whether a read is large enough, stored or decoded, to share among threads."""
-    return plan.nbytes >= THREADED_BYTES or plan.decoded_nbytes >= THREADED_DECODED_BYTES
+    """Whether a read is large enough, stored or decoded, for threads."""
+    if plan.nbytes >= THREADED_BYTES:
+        return True
+    return plan.decoded_nbytes >= THREADED_DECODED_BYTES and sharing_workers(plan) > 1
+
+
+def sharing_workers(plan: _Plan) -> int:
+    """The threads a threaded read is shared among: each takes a piece
+    (:func:`_pieces`); one for reads of small chunks (:data:`SHARED_CHUNK_BYTES`)."""
+    chunks = len(plan.inlined) + sum(len(items) for items, _, _ in plan.by_file.values())
+    size = plan.decoded_nbytes or plan.nbytes
+    if not chunks or size < SHARED_CHUNK_BYTES * chunks:
+        return 1
+    return _max_workers()
 
 
 async def read_planned(
@@ -889,7 +907,7 @@ async def read_planned(
         await asyncio.gather(
             *(
                 loop.run_in_executor(pool, _fetch_and_decode, store, piece, batch, decode)
-                for piece in _pieces(plan, _max_workers())
+                for piece in _pieces(plan, sharing_workers(plan))
             )
         )
     else:
