@@ -1287,3 +1287,28 @@ def test_lzw_and_packbits_decode_as_the_codecs_do(truncated: bool) -> None:
                 assert got == expected
             else:
                 assert len(got) > nbytes and expected == stored
+
+
+def test_one_bytes_decoder_decodes_chunks_of_every_shape_as_the_codecs_do() -> None:
+    """A read's decoder binds each codec to a chunk shape once (edge strips are
+    shorter): chunks of two shapes, taken in turn, each decode as the codecs do."""
+    import imagecodecs
+    import imagecodecs.zarr as imagecodecs_zarr
+
+    from virtualizarr_fill.codecs import TruncateCodec
+
+    codecs = (TruncateCodec(), imagecodecs_zarr.Lzw())
+    decode = read_pipeline._bytes_decoder(codecs)
+    values = (np.arange(6 * 40, dtype="<u2") % 11).reshape(6, 40)
+    whole, edge = _uint16_chunk_spec((4, 40)), _uint16_chunk_spec((2, 40))
+    # TIFF edge strips are stored padded to the whole strip: the truncate codec cuts them
+    streams = {
+        "whole": (imagecodecs.lzw_encode(values[:4].tobytes()), whole),
+        "edge": (imagecodecs.lzw_encode(values[4:].tobytes() + bytes(160)), edge),
+    }
+    for name in ("whole", "edge", "whole", "edge"):
+        stream, spec = streams[name]
+        nbytes = spec.shape[0] * 40 * 2
+        got = bytes(decode(stream, spec, nbytes))
+        assert len(got) == nbytes
+        assert got == _through_codecs(codecs, stream, spec)

@@ -72,7 +72,7 @@ from virtualizarr_fill.codecs.hdf5_lzf import HDF5LZFCodec
 from virtualizarr_fill.codecs.hdf5_shuffle import HDF5ShuffleCodec, unshuffle
 from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec, undo_predictor
-from virtualizarr_fill.codecs.truncate import TruncateCodec, truncated_length
+from virtualizarr_fill.codecs.truncate import TruncateCodec
 from virtualizarr_fill.deinterleave import copy_planes
 
 if TYPE_CHECKING:
@@ -483,9 +483,10 @@ class ManifestCodecPipeline(CodecPipeline):
         into_list = isinstance(parts, list)
         _, ab_spec = _resolved_specs(raw.aa_codecs, spec)
         stored_shape = ab_spec.shape
+        itemsize = raw.view_dtype.itemsize
+        whole_nbytes = math.prod(stored_shape) * itemsize
 
-        def undone(data: Any, ab_spec: ArraySpec) -> Any:
-            nbytes = math.prod(ab_spec.shape) * raw.view_dtype.itemsize
+        def undone(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
             if bb_codecs:
                 data = undo(data, ab_spec, nbytes)
             size = memoryview(data).nbytes
@@ -498,7 +499,8 @@ class ManifestCodecPipeline(CodecPipeline):
 
         def padded(data: Any, own: ArraySpec) -> Any:
             _, own_ab = _resolved_specs(raw.aa_codecs, own)
-            array = np.frombuffer(undone(data, own_ab), dtype=raw.view_dtype)
+            own_nbytes = math.prod(own_ab.shape) * itemsize
+            array = np.frombuffer(undone(data, own_ab, own_nbytes), dtype=raw.view_dtype)
             whole = np.zeros(stored_shape, dtype=raw.view_dtype)
             whole[tuple(slice(0, n) for n in own_ab.shape)] = array.reshape(own_ab.shape)
             return whole.reshape(-1).view(np.uint8)
@@ -506,7 +508,11 @@ class ManifestCodecPipeline(CodecPipeline):
         def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
             for i in items:
                 own = short.get(i) if short else None
-                data = undone(chunks[i], ab_spec) if own is None else padded(chunks[i], own)
+                data = (
+                    undone(chunks[i], ab_spec, whole_nbytes)
+                    if own is None
+                    else padded(chunks[i], own)
+                )
                 parts[i] = data if into_list else np.frombuffer(data, dtype=np.uint8)
 
         return decode
@@ -583,32 +589,50 @@ def _bytes_decoder(
 ) -> Callable[[Any, ArraySpec, int], Any]:
     """A function undoing ``bb_codecs`` for one chunk of ``nbytes`` decoded bytes
     (``sized``: the codecs' output is the ``bytes`` codec's input, whose size that is;
-    otherwise ``nbytes`` is not used).
+    otherwise ``nbytes`` is not used), for the chunks of one array (one data type).
 
     A zlib stream that decodes into the chunk's bytes (nothing but shuffles or the
     truncate codec after it) is inflated by :func:`~virtualizarr_fill.codecs.inflate.inflate`
     (libdeflate, or zlib itself for small chunks): its size is bounded, which libdeflate
     needs, and inflating is deterministic, so the bytes are the same. Anything it
-    refuses goes to the codec itself."""
+    refuses goes to the codec itself.
+
+    Each codec's direct decode (:func:`_direct_decode`) is bound to a chunk shape once:
+    a read of many small chunks would otherwise work out each one's sizes again, which
+    costs as much as decoding a strip of a few hundred bytes."""
     inflating = frozenset(
         k for k in range(len(bb_codecs)) if sized and inflates_into_chunk(bb_codecs, k)
     )
     direct = [_direct_decode(bb_codecs, k, sized=sized) for k in range(len(bb_codecs))]
-    last = len(bb_codecs) - 1
+    order = range(len(bb_codecs) - 1, -1, -1)  # last codec first
+    bound: dict[tuple[tuple[int, ...], int], list[Callable[[Any], Any] | None]] = {}
+
+    def bind(ab_spec: ArraySpec, nbytes: int) -> list[Callable[[Any], Any] | None]:
+        steps: list[Callable[[Any], Any] | None] = []
+        for k in order:
+            decoder = direct[k]
+            step = None if decoder is None else decoder(ab_spec, nbytes)
+            if step is not None and k in inflating:
+                step = _inflated_or(step, nbytes)
+            steps.append(step)
+        return steps
 
     def decode(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
+        key = (ab_spec.shape, nbytes)
+        steps = bound.get(key)
+        if steps is None:
+            steps = bound[key] = bind(ab_spec, nbytes)
         buffer = None
-        for k in range(last, -1, -1):
-            if buffer is None and k in inflating:
-                inflated = inflate(data, nbytes)
-                if inflated is not None:
-                    data = inflated
-                    continue
-            undo = direct[k]
-            if buffer is None and undo is not None:
-                data = undo(data, ab_spec, nbytes)
-                continue
+        for k, step in zip(order, steps, strict=True):
             if buffer is None:
+                if step is not None:
+                    data = step(data)
+                    continue
+                if k in inflating:
+                    inflated = inflate(data, nbytes)
+                    if inflated is not None:
+                        data = inflated
+                        continue
                 buffer = ab_spec.prototype.buffer.from_bytes(data)
             buffer = bb_codecs[k]._decode_sync(buffer, ab_spec)
         return data if buffer is None else buffer.as_numpy_array()
@@ -616,48 +640,68 @@ def _bytes_decoder(
     return decode
 
 
-def _direct_decode(
-    bb_codecs: Sequence[Any], k: int, *, sized: bool = True
-) -> Callable[[Any, ArraySpec, int], Any] | None:
-    """What bytes->bytes codec ``k`` (in chain order) does to a chunk's bytes, as a
-    function of (bytes-like, spec, the chunk's decoded size) to bytes-like, where it is
-    known exactly; None otherwise. Without ``sized`` the chunk's decoded size is not
-    the size of the codecs' output and is not used.
+def _inflated_or(step: Callable[[Any], Any], nbytes: int) -> Callable[[Any], Any]:
+    """``step`` after :func:`~virtualizarr_fill.codecs.inflate.inflate` refuses a stream."""
+
+    def inflated(data: Any) -> Any:
+        out = inflate(data, nbytes)
+        return step(data) if out is None else out
+
+    return inflated
+
+
+#: What :func:`_direct_decode` returns: given a chunk's spec and decoded size, the
+#: function decoding such a chunk's bytes.
+_DirectDecode = Callable[[ArraySpec, int], Callable[[Any], Any]]
+
+
+def _uint8(data: Any) -> np.ndarray[Any, Any]:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _direct_decode(bb_codecs: Sequence[Any], k: int, *, sized: bool = True) -> _DirectDecode | None:
+    """What bytes->bytes codec ``k`` (in chain order) does to a chunk's bytes, where it
+    is known exactly: a function of (the chunk's spec, its decoded size) returning the
+    function from the stored bytes-like to the decoded bytes-like; None otherwise.
+    Without ``sized`` the chunk's decoded size is not the size of the codecs' output and
+    is not used.
 
     zarr's codecs take and return ``Buffer`` objects, whose creation costs about as much
     as undoing a checksum: these call the same function the codec calls, on the bytes
     themselves."""
     codec = bb_codecs[k]
     if type(codec) in _DECODE_BYTES:
-        return lambda data, spec, nbytes: codec.decode_bytes(data)
+        decode_bytes = codec.decode_bytes
+        return lambda spec, nbytes: decode_bytes
     numcodec = _numcodec(codec)
     if type(numcodec) is numcodecs.Shuffle and numcodec.elementsize > 1:
         # numcodecs' argument checks cost more than unshuffling a small chunk (HDF5
         # files of tiny chunks); its loop is faster on large ones.
         elementsize = numcodec.elementsize
 
-        def unshuffled(data: Any, spec: ArraySpec, nbytes: int) -> Any:
+        def unshuffled(data: Any) -> Any:
             if memoryview(data).nbytes <= SMALL_SHUFFLE_BYTES:
                 return unshuffle(data, elementsize)
-            return numcodec.decode(np.frombuffer(data, dtype=np.uint8))
+            return numcodec.decode(_uint8(data))
 
-        return unshuffled
+        return lambda spec, nbytes: unshuffled
     if type(numcodec) is numcodecs.Fletcher32:
         # libhdf5's own checksum, called on the stored bytes, costs half of numcodecs'
         # decode with its argument checks; anything it does not confirm goes to
         # numcodecs, which decides (and names a mismatch) as before.
         from virtualizarr_fill.hdf5 import checksum  # the HDF5 package imports this module
 
-        def verified(data: Any, spec: ArraySpec, nbytes: int) -> Any:
+        def verified(data: Any) -> Any:
             if type(data) is not bytes and memoryview(data).nbytes <= SMALL_CHECKSUM_BYTES:
                 data = bytes(data)  # obstore's buffers: a copy costs less than a pointer
             if type(data) is bytes and checksum.fletcher32_verified(data):
                 return memoryview(data)[:-4]
-            return numcodec.decode(np.frombuffer(data, dtype=np.uint8))
+            return numcodec.decode(_uint8(data))
 
-        return verified
+        return lambda spec, nbytes: verified
     if numcodec is not None:
-        return lambda data, spec, nbytes: numcodec.decode(np.frombuffer(data, dtype=np.uint8))
+        numcodec_decode = numcodec.decode
+        return lambda spec, nbytes: lambda data: numcodec_decode(_uint8(data))
     decode = _imagecodecs_function(codec)
     lzw_sized = sized and all(type(c) is TruncateCodec for c in bb_codecs[:k])
     if decode is imagecodecs.lzw_decode and lzw_sized:
@@ -668,27 +712,37 @@ def _direct_decode(
         # The buffer is an array's memory, of which imagecodecs returns the part
         # written: given a size instead, it shrinks the bytes it made to what was
         # written, a copy of the whole chunk (a 1 MiB tile: 0.08 ms to decode, 0.8 ms
-        # with the copy).
+        # with the copy). imagecodecs reads any bytes-like object.
         extra = 0 if k else 1
 
-        def lzw(data: Any, spec: ArraySpec, nbytes: int) -> Any:
-            stream = np.frombuffer(data, dtype=np.uint8)
+        def lzw(spec: ArraySpec, nbytes: int) -> Callable[[Any], Any]:
             if expected_nbytes(spec) is None:  # variable-length items: no size to trust
-                return decode(stream)
-            return decode(stream, out=memoryview(np.empty(nbytes + extra, dtype=np.uint8)))
+                return decode
+            size = nbytes + extra
+            return lambda data: decode(data, out=memoryview(np.empty(size, dtype=np.uint8)))
 
         return lzw
     if decode is not None:
-        return lambda data, spec, nbytes: decode(np.frombuffer(data, dtype=np.uint8))
+        return lambda spec, nbytes: decode
     if k == 0 and type(codec) is TruncateCodec:
         # Next to the ``bytes`` codec: its length limit is the chunk's decoded size.
-        def truncate(data: Any, spec: ArraySpec, nbytes: int) -> Any:
-            view = memoryview(data)
-            cut = truncated_length(view.nbytes, spec)
-            return data if cut is None else view.cast("B")[:cut]
+        def truncate(spec: ArraySpec, nbytes: int) -> Callable[[Any], Any]:
+            expected = expected_nbytes(spec)
+            if expected is None:
+                return _unchanged
+
+            def cut(data: Any) -> Any:
+                view = memoryview(data)
+                return data if view.nbytes <= expected else view.cast("B")[:expected]
+
+            return cut
 
         return truncate
     return None
+
+
+def _unchanged(data: Any) -> Any:
+    return data
 
 
 #: Chunk size up to which a byte shuffle is undone by NumPy rather than numcodecs.
