@@ -11,6 +11,7 @@ own pipeline.
 
 from __future__ import annotations
 
+import math
 import sys
 import warnings
 import zlib
@@ -534,3 +535,23 @@ print("ok")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_transposes_are_undone_by_numpys_inverse_orders() -> None:
+    """The axis orders undoing transposes (inverted in Python) are NumPy's argsort of
+    each order, in decode order, for every order of up to four axes."""
+    import itertools
+
+    from zarr.codecs.transpose import TransposeCodec
+
+    for ndim in range(1, 5):
+        orders = list(itertools.permutations(range(ndim)))
+        for first, second in itertools.product(orders, repeat=2):
+            codecs = [TransposeCodec(order=first), TransposeCodec(order=second)]
+            expected = tuple(tuple(np.argsort(o).tolist()) for o in (second, first))
+            assert read_pipeline._inverse_orders(codecs) == expected
+            values = np.arange(math.prod(range(2, ndim + 2))).reshape(range(2, ndim + 2))
+            undone = values.transpose(first).transpose(second)
+            for order in read_pipeline._inverse_orders(codecs):
+                undone = undone.transpose(order)
+            assert np.array_equal(undone, values)
