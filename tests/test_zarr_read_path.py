@@ -1306,7 +1306,7 @@ def test_one_bytes_decoder_decodes_chunks_of_every_shape_as_the_codecs_do() -> N
         "whole": (imagecodecs.lzw_encode(values[:4].tobytes()), whole),
         "edge": (imagecodecs.lzw_encode(values[4:].tobytes() + bytes(160)), edge),
     }
-    for name in ("whole", "edge", "whole", "edge"):
+    for name in ("whole", "whole", "edge", "edge", "whole", "edge"):
         stream, spec = streams[name]
         nbytes = spec.shape[0] * 40 * 2
         got = bytes(decode(stream, spec, nbytes))

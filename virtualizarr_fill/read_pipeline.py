@@ -613,9 +613,13 @@ def _bytes_decoder(
     )
     direct = [_direct_decode(bb_codecs, k, sized=sized) for k in range(len(bb_codecs))]
     order = range(len(bb_codecs) - 1, -1, -1)  # last codec first
-    bound: dict[tuple[tuple[int, ...], int], list[Callable[[Any], Any] | None]] = {}
+    bound: dict[tuple[tuple[int, ...], int], _BoundSteps] = {}
+    # The spec and size of the chunk before and their steps, one tuple replaced whole
+    # (threads may share a decoder): most chunks of a read have the spec object of the
+    # one before, for which even the lookup by shape costs a microsecond a chunk.
+    last: list[tuple[Any, int, _BoundSteps]] = [(None, -1, ((), False))]
 
-    def bind(ab_spec: ArraySpec, nbytes: int) -> list[Callable[[Any], Any] | None]:
+    def bind(ab_spec: ArraySpec, nbytes: int) -> _BoundSteps:
         steps: list[Callable[[Any], Any] | None] = []
         for k in order:
             decoder = direct[k]
@@ -623,13 +627,21 @@ def _bytes_decoder(
             if step is not None and k in inflating:
                 step = _inflated_or(step, nbytes)
             steps.append(step)
-        return steps
+        return tuple(steps), None not in steps
 
     def decode(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
-        key = (ab_spec.shape, nbytes)
-        steps = bound.get(key)
-        if steps is None:
-            steps = bound[key] = bind(ab_spec, nbytes)
+        spec, size, (steps, direct_only) = last[0]
+        if spec is not ab_spec or size != nbytes:
+            key = (ab_spec.shape, nbytes)
+            found = bound.get(key)
+            if found is None:
+                found = bound[key] = bind(ab_spec, nbytes)
+            last[0] = (ab_spec, nbytes, found)
+            steps, direct_only = found
+        if direct_only:
+            for step in steps:
+                data = step(data)  # type: ignore[misc]  # direct_only: none is None
+            return data
         buffer = None
         for k, step in zip(order, steps, strict=True):
             if buffer is None:
@@ -646,6 +658,11 @@ def _bytes_decoder(
         return data if buffer is None else buffer.as_numpy_array()
 
     return decode
+
+
+#: A chunk shape's steps undoing the bytes->bytes codecs, last codec first (None: the
+#: codec's own decode), and whether every step is a direct one.
+_BoundSteps = tuple[tuple[Callable[[Any], Any] | None, ...], bool]
 
 
 def _inflated_or(step: Callable[[Any], Any], nbytes: int) -> Callable[[Any], Any]:
