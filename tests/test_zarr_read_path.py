@@ -783,9 +783,20 @@ def test_stacked_uncompressed_files_read_a_file_at_a_time(
     assert in_place == [expected[0].nbytes, expected[0, 30:100].nbytes] * len(paths)
 
 
+#: Selections of a 300x200 RGB image of 128x128 tiles: every tile in part, a window
+#: cutting tiles at both ends of both axes, and whole tiles only.
+INTERLEAVED_TILE_SELECTIONS = [
+    Ellipsis,
+    (slice(None), slice(10, 290), slice(5, 160)),
+    (slice(None), slice(0, 256), slice(0, 128)),
+    (1, slice(130, 250), slice(None)),
+]
+
+
 @pytest.mark.parametrize("splitter", ["opencv", "numpy"])
+@pytest.mark.parametrize("at_once", [True, False], ids=["split-at-once", "tile-by-tile"])
 @pytest.mark.parametrize(
-    "selection", [Ellipsis, (slice(None), slice(10, 290), slice(5, 160))], ids=["all", "window"]
+    "selection", INTERLEAVED_TILE_SELECTIONS, ids=["all", "window", "whole-tiles", "band"]
 )
 def test_decoded_interleaved_tiles_split_into_their_places(
     manifest_pipeline: None,
@@ -793,18 +804,40 @@ def test_decoded_interleaved_tiles_split_into_their_places(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path_factory: pytest.TempPathFactory,
     selection: Any,
+    at_once: bool,
     splitter: str,
 ) -> None:
-    """Deflate tiles of pixel-interleaved RGB, each decoded and its bands copied into
-    its place in the output (rows with gaps between them), by OpenCV where installed,
-    else by NumPy: tifffile's values either way."""
-    split_by_opencv = _recorded_splits(monkeypatch, read_pipeline, splitter)  # edge tiles too
+    """Deflate tiles of pixel-interleaved RGB: decoded side by side, their bands split
+    at once by OpenCV and copied into the output (cut where the selection cuts tiles),
+    or (reads too large for that, or without OpenCV) each tile decoded and its bands
+    copied into its place, rows with gaps between them, by OpenCV where installed,
+    else by NumPy: tifffile's values every way."""
+    if not at_once:
+        monkeypatch.setattr(read_path, "SPLIT_AT_ONCE_BYTES", 0)
+    tile_splits = _recorded_splits(monkeypatch, read_pipeline, splitter)  # edge tiles too
+    split_at_once: list[bool] = []
+    original = read_path.split_planes
+
+    def split_planes(dest: np.ndarray, source: np.ndarray) -> bool:
+        split_at_once.append(original(dest, source))
+        return split_at_once[-1]
+
+    monkeypatch.setattr(read_path, "split_planes", split_planes)
     name = "tiles_few_rgb_deflate"
     path = make_tiff_fixtures.write_fixtures(tmp_path_factory.mktemp("rgb_tiles"), [name])[name]
     array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
+    assert array.chunks == (3, 128, 128)
     np.testing.assert_array_equal(array[selection], _tiff(path)[selection], strict=True)
-    assert split_by_opencv, "each tile's bands copied into the output"
-    assert all(split_by_opencv) == (splitter == "opencv")
+    if (
+        isinstance(selection, tuple) and selection[0] == 1
+    ):  # one band: nothing to split, at once or tile by tile
+        assert not split_at_once and not any(tile_splits)
+    elif at_once and splitter == "opencv":
+        assert split_at_once == [True] and not tile_splits
+    else:
+        assert not split_at_once
+        assert tile_splits, "each tile's bands copied into the output"
+        assert all(tile_splits) == (splitter == "opencv")
 
 
 def test_file_shortened_after_parsing_fails_the_read(

@@ -70,6 +70,12 @@ def split_planes(dest: np.ndarray, source: np.ndarray) -> bool:
 SPLIT_MIN_BYTES = 128 << 10
 
 
+def splits_fast(nbytes: int) -> bool:
+    """Whether OpenCV is installed and splits a copy of ``nbytes`` bytes into band
+    planes (:data:`SPLIT_MIN_BYTES`)."""
+    return nbytes >= SPLIT_MIN_BYTES and _opencv() is not None
+
+
 def _splittable(dest: np.ndarray, source: np.ndarray) -> bool:
     """Whether OpenCV is installed and ``source`` is laid out for its split into an
     array of ``dest``'s shape and type. The cheapest tests come first: most calls are
@@ -108,4 +114,4 @@ def _split(source: np.ndarray, dest: np.ndarray) -> bool:
     return len(written) == len(targets) and all(map(operator.is_, written, targets))
 
 
-__all__ = ["SPLIT_MIN_BYTES", "copy_planes", "split_planes"]
+__all__ = ["SPLIT_MIN_BYTES", "copy_planes", "split_planes", "splits_fast"]
