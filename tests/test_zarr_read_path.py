@@ -260,6 +260,70 @@ def test_three_dimensional_selections(
     _same(array.vindex[points], expected[points])
 
 
+#: Selections of every kind ``Array.__getitem__`` takes, and whether it reads them as
+#: basic selections itself (slices, integers and an ellipsis) or leaves them to zarr's
+#: own ``__getitem__``.
+GETITEM_SELECTIONS: list[tuple[Any, bool]] = [
+    (Ellipsis, True),
+    (3, True),
+    (-1, True),
+    (slice(2, 9), True),
+    ((), True),
+    ((slice(None), 4), True),  # zarr's own reads a tuple as an orthogonal selection
+    ((Ellipsis, slice(1, 30, 4)), True),
+    ((2, Ellipsis), True),
+    ((np.int64(3), slice(None)), False),  # a NumPy integer
+    ([1, 4, 7], False),  # integer lists: orthogonal
+    ((slice(None), [0, 2]), False),
+    (np.arange(41 * 31).reshape(41, 31) % 3 == 0, False),  # a mask
+]
+
+
+@pytest.mark.parametrize(
+    ("selection", "basic"), GETITEM_SELECTIONS, ids=range(len(GETITEM_SELECTIONS))
+)
+def test_getitem_reads_slices_and_integers_as_basic_selections(
+    manifest_pipeline: None,
+    only_this_module: None,
+    monkeypatch: pytest.MonkeyPatch,
+    hdf5_file: Path,
+    selection: Any,
+    basic: bool,
+) -> None:
+    """``array[selection]`` of slices, integers and an ellipsis is read as the basic
+    selection it is, without zarr's own ``__getitem__``; every other selection goes to
+    zarr's. The values are h5py's either way."""
+    left_to_zarr: list[Any] = []
+    original = read_path._zarr_array_getitem
+
+    def zarrs_getitem(array: Any, selection: Any) -> Any:
+        left_to_zarr.append(selection)
+        return original(array, selection)
+
+    monkeypatch.setattr(read_path, "_zarr_array_getitem", zarrs_getitem)
+    array = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")["tiny_raw"]
+    _same(array[selection], _h5(hdf5_file, "tiny_raw")[selection])
+    assert (not left_to_zarr) == basic
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [41, -42, (0, 0, 0), (slice(None, None, -1), 0), slice(2, 9, -1)],
+    ids=["past-the-end", "before-the-start", "too-many", "negative-step", "negative-step-1d"],
+)
+def test_getitem_raises_zarrs_errors(
+    manifest_pipeline: None, hdf5_file: Path, selection: Any
+) -> None:
+    """A selection of slices and integers that zarr refuses is refused the same way."""
+    array = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")["tiny_raw"]
+    with pytest.raises(Exception) as ours:
+        array[selection]
+    with pytest.raises(Exception) as zarrs:
+        read_path._zarr_array_getitem(array, selection)
+    assert type(ours.value) is type(zarrs.value)
+    assert str(ours.value) == str(zarrs.value)
+
+
 @pytest.mark.parametrize(
     "setting",
     [
@@ -1139,6 +1203,7 @@ def test_uninstall_restores_zarr(hdf5_file: Path) -> None:
     read_path.uninstall()
     try:
         assert zarr_array._get_selection is read_path._zarr_get_selection
+        assert zarr_array.Array.__getitem__ is read_path._zarr_array_getitem
         assert Group.__getitem__ is read_path._zarr_group_getitem
         assert zarr.open_group is read_path._zarr_open_group
         with read_pipeline.use_manifest_pipeline():
@@ -1147,6 +1212,7 @@ def test_uninstall_restores_zarr(hdf5_file: Path) -> None:
     finally:
         read_path.install()
     assert zarr_array._get_selection is read_path.get_selection
+    assert zarr_array.Array.__getitem__ is read_path.array_getitem
 
 
 # --------------------------------------------------------------------------- opening
