@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import imagecodecs
 import numpy as np
 import pytest
 import zarr
@@ -114,6 +115,26 @@ def test_packints_round_trip_and_padded_rows(bits: int) -> None:
     np.testing.assert_array_equal(unpack_rows(packed, dtype, bits, runlen, 3), values[:3].ravel())
     with pytest.raises(ChunkSizeMismatchError, match="fewer than 6 rows"):
         unpack_rows(packed, dtype, bits, runlen, 6)
+
+
+@pytest.mark.parametrize("runlen", [1, 7, 8, 13, 64])
+@pytest.mark.parametrize("dtype", ["bool", "u1"])
+def test_one_bit_rows_unpack_as_imagecodecs_does(runlen: int, dtype: str) -> None:
+    """Rows of one-bit samples (masks, bilevel images), unpacked by NumPy, are what
+    imagecodecs' unpacking gives, for rows of whole and part bytes; a padded segment
+    (more rows stored) decodes to its first rows."""
+    rows = 6
+    packed = np.random.default_rng(runlen).integers(
+        0, 256, rows * row_bytes(1, runlen), dtype=np.uint8
+    )
+    expected = np.asarray(imagecodecs.packints_decode(packed, np.dtype(dtype), 1, runlen=runlen))
+    got = unpack_rows(packed.tobytes(), np.dtype(dtype), 1, runlen, rows)
+    np.testing.assert_array_equal(got, expected.reshape(-1), strict=True)
+    first = unpack_rows(packed, np.dtype(dtype), 1, runlen, rows - 2)
+    np.testing.assert_array_equal(first, expected.reshape(-1)[: (rows - 2) * runlen], strict=True)
+    codec = TiffPackintsCodec(bitspersample=1, runlen=runlen)
+    chunk = codec.decode_array(memoryview(packed.tobytes()), (rows, runlen), np.dtype(dtype))
+    np.testing.assert_array_equal(chunk, expected.reshape(rows, runlen), strict=True)
 
 
 def _write_array(

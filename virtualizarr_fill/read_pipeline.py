@@ -71,6 +71,7 @@ from virtualizarr_fill.codecs.hdf5_bitshuffle import HDF5BitshuffleCodec
 from virtualizarr_fill.codecs.hdf5_lzf import HDF5LZFCodec
 from virtualizarr_fill.codecs.hdf5_shuffle import HDF5ShuffleCodec, unshuffle
 from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
+from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec, undo_predictor
 from virtualizarr_fill.codecs.truncate import TruncateCodec
 from virtualizarr_fill.deinterleave import copy_planes
@@ -448,22 +449,30 @@ class ManifestCodecPipeline(CodecPipeline):
         # before the ``bytes`` codec.
         undo = _bytes_decoder(bb_codecs, sized=plain_bytes)
         inverse_orders = _inverse_orders(aa_codecs) if transposes else ()
-        resolved: dict[tuple[int, ...], tuple[tuple[ArraySpec, ...], ArraySpec]] = {}
+        # Packed samples (TIFF masks, bilevel images) unpack without zarr's buffers,
+        # which cost as much as unpacking a small mask tile.
+        packed = type(ab_codec) is TiffPackintsCodec
+        resolved: dict[tuple[int, ...], tuple[tuple[ArraySpec, ...], ArraySpec, np.dtype]] = {}
 
         def decode(data: Any, spec: ArraySpec) -> Any:
             found = resolved.get(spec.shape)
             if found is None:
-                found = resolved[spec.shape] = _resolved_specs(aa_codecs, spec)
-            aa_specs, ab_spec = found
+                aa_specs, ab_spec = _resolved_specs(aa_codecs, spec)
+                native = np.dtype(ab_spec.dtype.to_native_dtype())
+                found = resolved[spec.shape] = (aa_specs, ab_spec, native)
+            aa_specs, ab_spec, native = found
             if bb_codecs:
-                nbytes = 0
-                if plain_bytes:
-                    itemsize = ab_spec.dtype.to_native_dtype().itemsize
-                    nbytes = math.prod(ab_spec.shape) * itemsize
+                nbytes = math.prod(ab_spec.shape) * native.itemsize if plain_bytes else 0
                 data = undo(data, ab_spec, nbytes)
-            decoded = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
+            if packed:
+                array = ab_codec.decode_array(data, ab_spec.shape, native)
+                if not transposes:
+                    decoded = ab_spec.prototype.nd_buffer.from_numpy_array(array)
+            else:
+                decoded = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
+                if transposes:
+                    array = decoded.as_ndarray_like()
             if transposes:
-                array = decoded.as_ndarray_like()
                 for order in inverse_orders:
                     array = array.transpose(order)
                 return array
