@@ -721,15 +721,20 @@ def _recorded_splits(monkeypatch: pytest.MonkeyPatch, module: Any, splitter: str
     monkeypatch.setattr(deinterleave, "SPLIT_MIN_BYTES", 0)
     if splitter == "numpy":
         monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
-    split_by_opencv: list[bool] = []
-    original = module.copy_planes
+    return _recorded_answers(monkeypatch, module, "copy_planes")
 
-    def copy_planes(dest: np.ndarray, source: np.ndarray) -> bool:
-        split_by_opencv.append(original(dest, source))
-        return split_by_opencv[-1]
 
-    monkeypatch.setattr(module, "copy_planes", copy_planes)
-    return split_by_opencv
+def _recorded_answers(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """What each call of ``module``'s function ``name`` answers, in order."""
+    answers: list[Any] = []
+    original = getattr(module, name)
+
+    def recording(*args: Any) -> Any:
+        answers.append(original(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(module, name, recording)
+    return answers
 
 
 @pytest.mark.parametrize("splitter", ["opencv", "numpy"])
@@ -808,14 +813,7 @@ def test_contiguous_tiles_read_as_one_range_where_they_are_one_run(
     monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", 1000)
     if splitter == "numpy":
         monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
-    spans: list[Any] = []
-    original = read_path._one_span
-
-    def one_span(*args: Any) -> Any:
-        spans.append(original(*args))
-        return spans[-1]
-
-    monkeypatch.setattr(read_path, "_one_span", one_span)
+    spans = _recorded_answers(monkeypatch, read_path, "_one_span")
     name = "tiles_many_rgb_none"
     path = make_tiff_fixtures.write_fixtures(tmp_path_factory.mktemp("tiles"), [name])[name]
     array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
@@ -879,14 +877,7 @@ def test_decoded_interleaved_tiles_split_into_their_places(
     if not at_once:
         monkeypatch.setattr(read_path, "SPLIT_AT_ONCE_BYTES", 0)
     tile_splits = _recorded_splits(monkeypatch, read_pipeline, splitter)  # edge tiles too
-    split_at_once: list[bool] = []
-    original = read_path.split_planes
-
-    def split_planes(dest: np.ndarray, source: np.ndarray) -> bool:
-        split_at_once.append(original(dest, source))
-        return split_at_once[-1]
-
-    monkeypatch.setattr(read_path, "split_planes", split_planes)
+    split_at_once = _recorded_answers(monkeypatch, read_path, "split_planes")
     name = "tiles_few_rgb_deflate"
     path = make_tiff_fixtures.write_fixtures(tmp_path_factory.mktemp("rgb_tiles"), [name])[name]
     array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
@@ -1272,15 +1263,7 @@ def test_short_last_chunks_are_assembled(
     tiff_files: dict[str, Path],
 ) -> None:
     """Rectilinear strips whose last strip is short take the assembled way too."""
-    layouts: list[Any] = []
-    original = read_path._block_layout
-
-    def recording(*args: Any) -> Any:
-        layout = original(*args)
-        layouts.append(layout)
-        return layout
-
-    monkeypatch.setattr(read_path, "_block_layout", recording)
+    layouts = _recorded_answers(monkeypatch, read_path, "_block_layout")
     monkeypatch.setattr(read_path, "BLOCK_MIN_CHUNKS", 2)
     for name in ("strip_short_rgb_chunky_deflate", "strip_short_planar_lzw"):
         path = tiff_files[name]
