@@ -73,7 +73,7 @@ from virtualizarr_fill.codecs.hdf5_shuffle import HDF5ShuffleCodec, unshuffle
 from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
 from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec, undo_predictor
-from virtualizarr_fill.codecs.truncate import TruncateCodec
+from virtualizarr_fill.codecs.truncate import TruncateCodec, truncator
 from virtualizarr_fill.deinterleave import copy_planes
 
 if TYPE_CHECKING:
@@ -464,21 +464,20 @@ class ManifestCodecPipeline(CodecPipeline):
             if bb_codecs:
                 nbytes = math.prod(ab_spec.shape) * native.itemsize if plain_bytes else 0
                 data = undo(data, ab_spec, nbytes)
-            if packed:
+            if packed:  # not plain bytes, so only transposes come before it here
                 array = ab_codec.decode_array(data, ab_spec.shape, native)
-                if not transposes:
-                    decoded = ab_spec.prototype.nd_buffer.from_numpy_array(array)
             else:
                 decoded = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
-                if transposes:
-                    array = decoded.as_ndarray_like()
-            if transposes:
-                for order in inverse_orders:
-                    array = array.transpose(order)
-                return array
-            for codec, codec_spec in zip(reversed(aa_codecs), reversed(aa_specs), strict=True):
-                decoded = codec._decode_sync(decoded, codec_spec)
-            return decoded.as_ndarray_like()
+                if not transposes:
+                    for codec, codec_spec in zip(
+                        reversed(aa_codecs), reversed(aa_specs), strict=True
+                    ):
+                        decoded = codec._decode_sync(decoded, codec_spec)
+                    return decoded.as_ndarray_like()
+                array = decoded.as_ndarray_like()
+            for order in inverse_orders:
+                array = array.transpose(order)
+            return array
 
         return decode
 
@@ -760,23 +759,8 @@ def _direct_decode(bb_codecs: Sequence[Any], k: int, *, sized: bool = True) -> _
         return lambda spec, nbytes: decode
     if k == 0 and type(codec) is TruncateCodec:
         # Next to the ``bytes`` codec: its length limit is the chunk's decoded size.
-        def truncate(spec: ArraySpec, nbytes: int) -> Callable[[Any], Any]:
-            expected = expected_nbytes(spec)
-            if expected is None:
-                return _unchanged
-
-            def cut(data: Any) -> Any:
-                view = memoryview(data)
-                return data if view.nbytes <= expected else view.cast("B")[:expected]
-
-            return cut
-
-        return truncate
+        return lambda spec, nbytes: truncator(spec)
     return None
-
-
-def _unchanged(data: Any) -> Any:
-    return data
 
 
 #: Chunk size up to which a byte shuffle is undone by NumPy rather than numcodecs.

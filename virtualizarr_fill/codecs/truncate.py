@@ -20,8 +20,9 @@ JSON form: ``{"name": "virtualizarr_fill.truncate", "configuration": {}}``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zarr.core.common import JSON, parse_named_configuration
 
@@ -42,6 +43,25 @@ def truncated_length(nbytes: int, chunk_spec: ArraySpec) -> int | None:
     type has no fixed item size."""
     expected = expected_nbytes(chunk_spec)
     return expected if expected is not None and nbytes > expected else None
+
+
+def truncator(chunk_spec: ArraySpec) -> Callable[[Any], Any]:
+    """:func:`truncated_length`'s cut bound to one chunk spec: a function from a
+    decoded bytes-like chunk to the same bytes, cut to the chunk's logical byte count
+    when longer, for reads that decode many chunks of one shape without zarr's buffers."""
+    expected = expected_nbytes(chunk_spec)
+    if expected is None:
+        return _whole
+
+    def cut(data: Any) -> Any:
+        view = memoryview(data)
+        return data if view.nbytes <= expected else view.cast("B")[:expected]
+
+    return cut
+
+
+def _whole(data: Any) -> Any:
+    return data
 
 
 @dataclass(frozen=True)
@@ -70,4 +90,4 @@ class TruncateCodec(EdgeCodec):
         return chunk_bytes if cut is None else chunk_bytes[:cut]
 
 
-__all__ = ["TRUNCATE_CODEC_NAME", "TruncateCodec", "truncated_length"]
+__all__ = ["TRUNCATE_CODEC_NAME", "TruncateCodec", "truncated_length", "truncator"]
