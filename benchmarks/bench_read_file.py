@@ -51,7 +51,7 @@ def time_file(file: anchors.BenchFile, rounds: int) -> tuple[float, float]:
     names, keys = [n for n, _ in pairs], [k for _, k in pairs]
 
     def ours() -> list[object]:
-        with zarr.config.set({"codec_pipeline.path": anchors.PIPELINES["manifest"]}):
+        with anchors.reading_with("manifest"):
             return list(anchors._read_ours(store, names))
 
     def native() -> list[object]:

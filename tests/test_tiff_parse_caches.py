@@ -43,6 +43,7 @@ from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.manifests import FillManifestArray
 from virtualizarr_fill.tiff import (
     TIFFParser,
     arrays,
@@ -779,7 +780,7 @@ def test_copied_arrays_equal_validated_arrays() -> None:
         np.array(0, dtype=np.int64), (), attributes={"GeoTransform": "1 2", "a": [1.0]}
     )
     copy = arrays.copied_array(original)
-    validated = ManifestArray(metadata=copy.metadata, chunkmanifest=original.manifest)
+    validated = FillManifestArray(metadata=copy.metadata, chunkmanifest=original.manifest)
     assert type(copy) is type(validated)
     assert vars(copy).keys() == vars(validated).keys()
     assert copy.manifest is original.manifest

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
 import traceback
@@ -21,9 +22,7 @@ from virtualizarr_fill.cli._errors import (
     FileError,
     classify_error,
 )
-from virtualizarr_fill.cli.build import POOL_THRESHOLD, command_build
-from virtualizarr_fill.cli.inspection import command_inspect
-from virtualizarr_fill.cli.verify import command_verify
+from virtualizarr_fill.cli._settings import POOL_THRESHOLD
 
 __all__ = ["build_parser", "main"]
 
@@ -127,11 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
     return top
 
 
-_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "inspect": command_inspect,
-    "build": command_build,
-    "verify": command_verify,
+# Each command's module is imported when it runs: ``--help`` and usage errors need none
+# of the libraries the commands use.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("virtualizarr_fill.cli.inspection", "command_inspect"),
+    "build": ("virtualizarr_fill.cli.build", "command_build"),
+    "verify": ("virtualizarr_fill.cli.verify", "command_verify"),
 }
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    module, function = _COMMANDS[name]
+    return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
 
 
 def _fail(message: str, code: int) -> int:
@@ -150,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "build" and args.workers is not None and args.workers < 1:
         return _fail("--workers must be at least 1", EXIT_USAGE)
     try:
-        return _COMMANDS[args.command](args)
+        return _command(args.command)(args)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading

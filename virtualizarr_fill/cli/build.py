@@ -22,9 +22,11 @@ from virtualizarr_fill.cli._destinations import (
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
 from virtualizarr_fill.cli._parse import ParsedFile, make_parser, parse_files
+from virtualizarr_fill.cli._settings import POOL_THRESHOLD
 from virtualizarr_fill.cli.progress import Progress
 from virtualizarr_fill.errors import UnsupportedFeatureError, VirtualizarrFillError
 from virtualizarr_fill.report import ParseReport
+from virtualizarr_fill.writers import to_icechunk, to_kerchunk
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -33,7 +35,6 @@ __all__ = ["POOL_THRESHOLD", "combine", "command_build"]
 
 #: Below this many files ``build`` parses in its own process by default: starting worker
 #: processes costs more than parsing a few headers.
-POOL_THRESHOLD = 16
 
 
 def combine(
@@ -146,7 +147,7 @@ def _write_icechunk(
     steps = _write_steps(dataset)
     with Progress("write", len(steps) + 1, "steps") as progress:
         for index, (_, piece) in enumerate(steps):
-            piece.vz.to_icechunk(session.store, mode="w-" if index == 0 else "a")
+            to_icechunk(piece, session.store, mode="w-" if index == 0 else "a")
             progress.advance()
         snapshot = str(session.commit(message))
         progress.advance()
@@ -168,7 +169,7 @@ def _write_kerchunk(dataset: xr.Dataset, target: Path, kind: str, choice: str) -
     with Progress("write", 1, "steps") as progress:
         for attempt, zarr_format in enumerate(formats):
             try:
-                dataset.vz.to_kerchunk(str(target), format=kind, zarr_format=zarr_format)  # type: ignore[call-overload]
+                to_kerchunk(dataset, str(target), kind, zarr_format=zarr_format)  # type: ignore[arg-type]
             except (UnsupportedFeatureError, ValueError):
                 # ValueError: numcodecs has no format 2 codec for one of the codecs.
                 if attempt == len(formats) - 1:

@@ -23,7 +23,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import imagecodecs
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
@@ -109,6 +108,7 @@ class HDF5BitshuffleCodec(BytesBytesCodec):
 
     def decode_bytes(self, data: bytes | memoryview) -> bytes:
         """Decode one stored chunk."""
+        import imagecodecs
         size = self.elementsize
         if self.compression == "none":
             if len(data) % size:
@@ -167,6 +167,7 @@ class HDF5BitshuffleCodec(BytesBytesCodec):
 
     def encode_bytes(self, data: bytes | memoryview) -> bytes:
         """Encode one chunk as the HDF5 filter writes it."""
+        import imagecodecs
         size = self.elementsize
         if len(data) % size:
             raise ValueError(f"{len(data)} bytes is not a whole number of {size}-byte elements")

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import imagecodecs
 import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
@@ -33,6 +32,7 @@ TIFF_BITORDER_CODEC_NAME = "virtualizarr_fill.tiff_bitorder"
 
 def reverse_bits(data: bytes | np.ndarray) -> bytes:
     """Every byte of ``data`` with its bit order reversed (an involution)."""
+    import imagecodecs
     return bytes(imagecodecs.bitorder_decode(np.frombuffer(bytes(data), dtype=np.uint8)))
 
 

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import imagecodecs
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
@@ -51,6 +50,7 @@ def unpack_rows(
 
     One bit per sample (masks, bilevel images) is unpacked by NumPy: imagecodecs takes
     three times as long for a 64x64 mask tile, as long as inflating it."""
+    import imagecodecs
     width = row_bytes(bitspersample, runlen)
     needed = rows * width
     if isinstance(data, np.ndarray):

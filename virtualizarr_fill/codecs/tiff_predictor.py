@@ -38,7 +38,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import imagecodecs
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import JSON, parse_named_configuration
@@ -94,6 +93,7 @@ def undo_predictor(
     holds the items in the order the decoder takes and is writable, it is decoded in
     place instead of in a copy (a caller that owns a freshly decoded buffer saves a
     copy of every byte)."""
+    import imagecodecs
     _check_dtype(predictor, values.dtype)
     if predictor == 2:
         data = values
@@ -113,6 +113,7 @@ def _in_place(values: np.ndarray) -> bool:
 
 def apply_predictor(values: np.ndarray, predictor: int, axis: int, endian: str) -> np.ndarray:
     """Encode one chunk in storage order (inverse of :func:`undo_predictor`)."""
+    import imagecodecs
     _check_dtype(predictor, values.dtype)
     native = np.array(values, dtype=values.dtype.newbyteorder("="), copy=True)
     if predictor == 2:

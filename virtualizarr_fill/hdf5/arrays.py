@@ -77,6 +77,7 @@ from virtualizarr_fill.hdf5.global_heap import (
 )
 from virtualizarr_fill.hdf5.reader import HDF5File
 from virtualizarr_fill.hdf5.urls import join_url
+from virtualizarr_fill.manifests import FillManifestArray
 
 _log = logging.getLogger(__name__)
 
@@ -390,7 +391,7 @@ class _ArrayBuilder:
             validate_paths=False,
             inlined=inlined,
         )
-        return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+        return FillManifestArray(metadata=metadata, chunkmanifest=manifest)
 
     def build_virtual(self, attributes: dict[str, Any]) -> ManifestArray:
         """A virtual dataset (VDS): references into its source datasets."""
@@ -408,7 +409,7 @@ class _ArrayBuilder:
             stored = int(np.count_nonzero(manifest._lengths))
             grid = _grid_shape(self.shape, chunks)
             metadata = self._metadata_factory(attributes, chunks, codecs)(stored < math.prod(grid))
-            return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+            return FillManifestArray(metadata=metadata, chunkmanifest=manifest)
 
         return build_virtual_array(self.dataset, self.dcpl, self.target, self.context, finish)
 

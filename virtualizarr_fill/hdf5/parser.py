@@ -28,7 +28,6 @@ from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
-from virtualizarr_fill._vz_adapter import FileManifestStore
 from virtualizarr_fill.errors import (
     CorruptFileError,
     FillValueError,
@@ -42,6 +41,7 @@ from virtualizarr_fill.hdf5.dims import DatasetNode, DimensionNamer, GroupNode
 from virtualizarr_fill.hdf5.reader import HDF5File, open_h5py
 from virtualizarr_fill.hdf5.urls import join_url
 from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.manifests import FileManifestStore
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024 * 1024

@@ -16,20 +16,17 @@ libtiff and tifffile, predictors and FillOrder are ignored with them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 from zarr.codecs import BytesCodec, TransposeCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
-from zarr.registry import register_codec
 
-from virtualizarr_fill.codecs.tiff_bitorder import TIFF_BITORDER_CODEC_NAME, TiffBitorderCodec
-from virtualizarr_fill.codecs.tiff_packints import TIFF_PACKINTS_CODEC_NAME, TiffPackintsCodec
-from virtualizarr_fill.codecs.tiff_predictor import TIFF_PREDICTOR_CODEC_NAME, TiffPredictorCodec
+from virtualizarr_fill.codecs.tiff_bitorder import TiffBitorderCodec
+from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
+from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
 from virtualizarr_fill.errors import UnsupportedFeatureError
 
 if TYPE_CHECKING:
@@ -67,20 +64,6 @@ LERC_PARAMETERS_TAG = 50674
 # Photometric values that matter for JPEG colour conversion.
 _MINISBLACK, _RGB, _SEPARATED, _YCBCR = 1, 2, 5, 6
 
-# imagecodecs-zarr class for every imagecodecs_* codec name emitted here.
-_IMAGECODECS_CLASSES = {
-    "imagecodecs_lzw": "Lzw",
-    "imagecodecs_packbits": "Packbits",
-    "imagecodecs_lzma": "Lzma",
-    "imagecodecs_jpeg": "Jpeg",
-    "imagecodecs_jpeg2k": "Jpeg2k",
-    "imagecodecs_jpegxl": "Jpegxl",
-    "imagecodecs_webp": "Webp",
-    "imagecodecs_png": "Png",
-    "imagecodecs_lerc": "Lerc",
-}
-
-
 _EXACT_ARGUMENT_TYPES = frozenset({str, int, bytes, bool, tuple, type(None)})
 
 
@@ -114,41 +97,6 @@ def _imagecodecs_zarr() -> Any:
             "TIFF image codecs need the 'imagecodecs-zarr' package"
         ) from error
     return module
-
-
-def pin_imagecodecs_implementations() -> None:
-    """Make zarr resolve ``imagecodecs_*`` names to imagecodecs-zarr's codec classes.
-
-    Other packages (virtual-tiff) register different classes under the same names; zarr
-    then warns and picks one arbitrarily. Pinning only happens where a name is claimed
-    by more than one class and the user has not configured it already.
-    """
-    from zarr.registry import _codec_registries
-
-    module = _imagecodecs_zarr()
-    settings: dict[str, str] = {}
-    for name, class_name in _IMAGECODECS_CLASSES.items():
-        cls = getattr(module, class_name)
-        qualname = f"{cls.__module__}.{cls.__qualname__}"
-        registry = _codec_registries.get(name)
-        if registry is not None:
-            with contextlib.suppress(Exception):  # a broken third-party entry point
-                registry.lazy_load()
-        if registry is None or qualname not in registry:
-            register_codec(name, cls)
-            registry = _codec_registries[name]
-        configured = zarr.config.get("codecs", {}).get(name)
-        if len(registry) > 1 and configured is None:
-            settings[f"codecs.{name}"] = qualname
-    if settings:
-        zarr.config.set(settings)
-
-
-def register_tiff_codecs() -> None:
-    """Register this package's TIFF codecs in-process (entry points do it for readers)."""
-    register_codec(TIFF_PREDICTOR_CODEC_NAME, TiffPredictorCodec)
-    register_codec(TIFF_BITORDER_CODEC_NAME, TiffBitorderCodec)
-    register_codec(TIFF_PACKINTS_CODEC_NAME, TiffPackintsCodec)
 
 
 @dataclass
@@ -353,8 +301,6 @@ __all__ = [
     "is_image_compression",
     "compression_codecs",
     "jpeg_colorspaces",
-    "pin_imagecodecs_implementations",
     "predictor_codec",
-    "register_tiff_codecs",
     "transpose_for",
 ]

@@ -40,8 +40,6 @@ import numpy as np
 import tifffile
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 
-from virtualizarr_fill._vz_adapter import FileManifestStore
-from virtualizarr_fill._vz_adapter import install as install_vz_adapter
 from virtualizarr_fill.errors import (
     CorruptFileError,
     NotATiffError,
@@ -50,6 +48,7 @@ from virtualizarr_fill.errors import (
 )
 from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
+from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
 from virtualizarr_fill.tiff import caches, geo, images, segments, tags
 from virtualizarr_fill.tiff.arrays import (
@@ -524,7 +523,6 @@ def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
         )
         for number, (image, page) in enumerate(zip(descriptions, pages, strict=True))
     ]
-    install_vz_adapter()  # stacking rectilinear arrays and shifting transposes
     try:
         stacked: ManifestArray = np.stack(arrays, axis=0)  # type: ignore[call-overload,assignment]
     except (ValueError, NotImplementedError) as error:
