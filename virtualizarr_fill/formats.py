@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from virtualizarr.manifests import ManifestStore
 
-from virtualizarr_fill._vz_adapter import FileManifestStore
 from virtualizarr_fill.errors import NotHDF5Error, UnknownFormatError
 from virtualizarr_fill.io import StoreFile, normalize_url
+from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.tiff import TIFFParser
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ class AutoParser:
     Use it where the files of one job may be of either format, e.g. with
     :func:`virtualizarr.open_virtual_dataset` or ``open_virtual_mfdataset``::
 
-        parser = AutoParser(tiff=TIFFParser(probe_last_strip=True))
+        parser = AutoParser(tiff=TIFFParser(on_out_of_range="warn"))
         vds = open_virtual_dataset(url, registry=registry, parser=parser)
 
     Parameters

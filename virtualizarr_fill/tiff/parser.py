@@ -91,10 +91,13 @@ class TIFFParser:
         (default) a :class:`~virtualizarr_fill.errors.FillValueError`, or ``"warn"`` and
         drop it so the file stays readable.
     probe_last_strip
-        For compressed strips whose last strip may be padded, read and decompress the last
-        strip (one request) and use a regular grid when it is padded, instead of a
-        rectilinear grid with truncation (no request). See
-        :mod:`virtualizarr_fill.tiff.segments`.
+        For compressed strips whose last strip holds fewer rows than RowsPerStrip, read
+        and decompress the last strip (default; one request unless it lies in the bytes
+        read for the header) to tell whether it is stored padded (a regular grid) or
+        short (a rectilinear grid with a short last edge): either way the array needs no
+        codec of this package, so stores built from it read with zarr alone. ``False``
+        skips the read and uses a rectilinear grid with the truncate codec, correct for
+        both. See :mod:`virtualizarr_fill.tiff.segments`.
     first_request
         Bytes fetched by the first request (the header usually lies within them).
     """
@@ -103,7 +106,7 @@ class TIFFParser:
     tree: bool = False
     stack_pages: bool = False
     on_out_of_range: Literal["raise", "warn"] = "raise"
-    probe_last_strip: bool = False
+    probe_last_strip: bool = True
     first_request: int = DEFAULT_FIRST_REQUEST
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:

@@ -11,12 +11,15 @@ requests after the header):
   (readable by every Zarr reader); exactly the remaining rows -> a rectilinear grid whose
   last edge is short; anything in between -> rectilinear + truncate. No extra request.
 * **compressed** strips (Deflate, LZW, PackBits, ZSTD, LZMA): whether the last strip is
-  padded is only known after decompressing it. Instead of reading it, the array gets a
-  rectilinear grid with a short last edge and a
-  :class:`~virtualizarr_fill.codecs.TruncateCodec` after the ``bytes`` codec: truncation
-  passes an unpadded strip through and trims a padded one, so it is correct either way.
-  No extra request. (``probe_last_strip=True`` on the parser decompresses the last strip
-  instead, one request, and gives a regular grid when it is padded.)
+  padded is only known after decompressing it, so the parser reads and decompresses the
+  last strip of each plane (no request when it lies in the bytes already read for the
+  header, else one): padded -> a regular grid; exactly the remaining rows -> a
+  rectilinear grid whose last edge is short. Neither needs a codec of this package, so
+  any Zarr reader reads the array. Anything else (an over-long strip, planes that
+  disagree, a strip that does not decompress) gets the rectilinear grid and a
+  :class:`~virtualizarr_fill.codecs.TruncateCodec` after the ``bytes`` codec, which
+  passes an unpadded strip through and trims a padded one. ``probe_last_strip=False``
+  skips the read and always uses the truncate codec.
 * **image codecs** (JPEG, WebP, PNG, JPEG 2000, JPEG XL, LERC) decode whole images,
   leaving no raw bytes to trim, so the decoded height of the last strip must be known:
   the parser reads the last strip (for JPEG only its header) and decodes it. One request
@@ -358,23 +361,36 @@ def _image_codec_grid(
     )
 
 
-def probe_last_strip_padded(
+def last_strip_storage(
     table: SegmentTable, layout: SegmentLayout, chain: CodecChain, itemsize: int, read: ReadRange
-) -> bool:
-    """Decompress the last strip(s) and report whether they hold RowsPerStrip rows."""
-    full_bytes = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
+) -> str | None:
+    """Decompress the last strip of each plane: ``"padded"`` when every one holds
+    RowsPerStrip rows, ``"short"`` when every one holds exactly the rows left in the
+    image, else None (sizes in between, planes that disagree, or a strip that does not
+    decompress: only the truncate codec reads those right)."""
+    row = _row_bytes(layout, itemsize, chain)
+    sizes = {
+        "padded": layout.chunk_shape[1] * row,
+        "short": layout.last_strip_rows * row,
+    }
     offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
     lengths = _segment_lengths(table, layout)
+    found: set[str | None] = set()
     for plane in range(layout.grid_shape[0]):
         offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
         if offset == 0 or length == 0:
             continue
-        data = read(offset, length)
-        for codec in reversed(chain.bytes_bytes):
-            data = _decompress_with(codec, data)
-        if len(data) < full_bytes:
-            return False
-    return True
+        try:
+            data = read(offset, length)
+            for codec in reversed(chain.bytes_bytes):
+                data = _decompress_with(codec, data)
+        except Exception:
+            # A damaged or unusual stream: keep the codec that reads either size; a read
+            # of this strip reports the damage.
+            return None
+        kind = next((k for k, n in sizes.items() if len(data) == n), None)
+        found.add(kind)
+    return found.pop() if len(found) == 1 else None
 
 
 def _decompress_with(codec: BaseCodec[Any, Any], data: bytes) -> bytes:
@@ -398,7 +414,7 @@ def decide_grid(
     read: ReadRange,
     source: str,
     *,
-    probe_last_strip: bool = False,
+    probe_last_strip: bool = True,
 ) -> GridDecision:
     """Chunk grid and codecs for one IFD (see the module docstring for the rules)."""
     if not chain.is_compressed:
@@ -426,12 +442,18 @@ def decide_grid(
         return GridDecision(
             _short_last_strip(layout), _truncating(chain, layout), "last strip over-long"
         )
-    if probe_last_strip and probe_last_strip_padded(table, layout, chain, itemsize, read):
-        return GridDecision(_regular(layout), chain.codecs(), "last strip padded (decoded)")
     if chain.packed is not None:
         return GridDecision(
             _short_last_strip(layout), chain.codecs(), "packed samples: codec trims rows"
         )
+    if probe_last_strip:
+        found = last_strip_storage(table, layout, chain, itemsize, read)
+        if found == "padded":
+            return GridDecision(_regular(layout), chain.codecs(), "last strip padded (decoded)")
+        if found == "short":
+            return GridDecision(
+                _short_last_strip(layout), chain.codecs(), "last strip short (decoded)"
+            )
     return GridDecision(
         _short_last_strip(layout),
         _truncating(chain, layout),
@@ -445,5 +467,5 @@ __all__ = [
     "decide_grid",
     "decoded_strip_rows",
     "jpeg_frame_rows",
-    "probe_last_strip_padded",
+    "last_strip_storage",
 ]
