@@ -32,7 +32,6 @@ import numpy as np
 import xarray as xr
 from virtualizarr.manifests.array import ManifestArray
 from virtualizarr.manifests.manifest import ChunkManifest
-from virtualizarr.manifests.utils import copy_and_replace_metadata
 from zarr.core.chunk_grids import FixedDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
@@ -46,6 +45,7 @@ from virtualizarr_fill.concat import (
     is_sharded,
 )
 from virtualizarr_fill.manifests import operations, upstream
+from virtualizarr_fill.zarr_metadata import copy_without_dimension_names
 
 
 def _metadata_from(metadata: ArrayV3Metadata | dict[str, Any]) -> ArrayV3Metadata:
@@ -175,10 +175,12 @@ class FillManifestArray(ManifestArray):
             )
         attrs = self.metadata.attributes
         kept = {k: attrs[k] for k in FILL_ATTRIBUTES if k in attrs}
-        stripped = copy_and_replace_metadata(
-            self.metadata, new_dimension_names=None, new_attributes=kept
-        )
-        return xr.Variable(data=_built(stripped, self.manifest), dims=dims, attrs=attrs)
+        stripped = copy_without_dimension_names(self.metadata, kept)
+        # The manifest already matches the metadata's grid (checked when this was built).
+        variable_data: FillManifestArray = object.__new__(FillManifestArray)
+        variable_data._metadata = stripped
+        variable_data._manifest = self.manifest
+        return xr.Variable(data=variable_data, dims=dims, attrs=attrs)
 
 
 def _built(metadata: ArrayV3Metadata, manifest: ChunkManifest) -> FillManifestArray:

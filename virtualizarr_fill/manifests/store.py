@@ -194,8 +194,12 @@ class FileManifestStore(ManifestStore):
         As ``ManifestStore.to_virtual_dataset``: variables wrap
         :class:`~virtualizarr_fill.manifests.FillManifestArray` objects, except
         ``loadable_variables`` (by default the dimension coordinates), which are read.
+        The dataset is built from the parsed metadata (:mod:`.dataset`), without
+        opening the store with zarr.
         """
         from virtualizarr.xarray import construct_virtual_dataset
+
+        from virtualizarr_fill.manifests import dataset
 
         if loadable_variables and self._registry.map is None:
             raise ValueError(
@@ -203,12 +207,20 @@ class FileManifestStore(ManifestStore):
                 "were provided as loadable variables. Must provide an ObjectStore instance "
                 "in order to load variables."
             )
-        vds = construct_virtual_dataset(
-            manifest_store=self,
-            group=group,
-            loadable_variables=loadable_variables,
-            decode_times=decode_times,
-        )
+        if not group and dataset.can_build(self._group):
+            vds = dataset.virtual_dataset(
+                self,
+                self._group,
+                loadable_variables=loadable_variables,
+                decode_times=decode_times,
+            )
+        else:
+            vds = construct_virtual_dataset(
+                manifest_store=self,
+                group=group,
+                loadable_variables=loadable_variables,
+                decode_times=decode_times,
+            )
         warn_about_oversized_chunks(vds)
         return vds
 
