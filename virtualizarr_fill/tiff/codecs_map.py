@@ -7,8 +7,9 @@ so a reader process that never imports this package decodes the arrays:
   zarr) for Deflate;
 * ``imagecodecs_*`` codecs from the ``imagecodecs-zarr`` package for LZW, PackBits, LZMA,
   JPEG, JPEG 2000, JPEG XL, WebP, PNG and LERC;
-* this package's ``virtualizarr_fill.tiff_predictor`` and ``virtualizarr_fill.tiff_bitorder``
-  where no existing codec does what TIFF needs (see those modules).
+* this package's ``virtualizarr_fill.tiff_predictor``, ``virtualizarr_fill.tiff_bitorder``
+  and ``virtualizarr_fill.complex_int`` where no existing codec does what TIFF needs (see
+  those modules).
 
 Image codecs (JPEG, WebP, ...) are array->bytes codecs that decode whole images; like
 libtiff and tifffile, predictors and FillOrder are ignored with them.
@@ -27,6 +28,11 @@ from zarr.codecs import BytesCodec, TransposeCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
 from zarr.registry import register_codec
 
+from virtualizarr_fill.codecs.complex_int import (
+    COMPLEX_INT_CODEC_NAME,
+    ComplexIntCodec,
+    component_type_of,
+)
 from virtualizarr_fill.codecs.tiff_bitorder import TIFF_BITORDER_CODEC_NAME, TiffBitorderCodec
 from virtualizarr_fill.codecs.tiff_packints import TIFF_PACKINTS_CODEC_NAME, TiffPackintsCodec
 from virtualizarr_fill.codecs.tiff_predictor import TIFF_PREDICTOR_CODEC_NAME, TiffPredictorCodec
@@ -149,6 +155,7 @@ def register_tiff_codecs() -> None:
     register_codec(TIFF_PREDICTOR_CODEC_NAME, TiffPredictorCodec)
     register_codec(TIFF_BITORDER_CODEC_NAME, TiffBitorderCodec)
     register_codec(TIFF_PACKINTS_CODEC_NAME, TiffPackintsCodec)
+    register_codec(COMPLEX_INT_CODEC_NAME, ComplexIntCodec)
 
 
 @dataclass
@@ -300,6 +307,18 @@ def predictor_codec(
     return _shared(TiffPredictorCodec, predictor=predictor, axis=axis, endian=endian)  # type: ignore[no-any-return]
 
 
+def _complex_int_codec(
+    decoded_dtype: np.dtype, endian: Endian, predictor: TiffPredictorCodec | None
+) -> ComplexIntCodec:
+    """The codec splitting complex-integer words (see its module for ``real_part``:
+    libtiff undoes horizontal differencing on whole words, in the machine's order)."""
+    differenced = predictor is not None and predictor.predictor == 2
+    real_part = "low" if endian == "little" or differenced else "high"
+    return _shared(  # type: ignore[no-any-return]
+        ComplexIntCodec, component_type=component_type_of(decoded_dtype), real_part=real_part
+    )
+
+
 def is_image_compression(page: TiffPage) -> bool:
     """Whether Compression names a codec that decodes whole images (JPEG, WebP, ...)."""
     return int(page.compression) in IMAGE_COMPRESSIONS
@@ -313,10 +332,13 @@ def codec_chain(
     source: str,
     *,
     packed_bits: int | None = None,
+    decoded_dtype: np.dtype | None = None,
 ) -> CodecChain:
     """The full codec chain for one IFD, without any edge (truncate/crop) codec.
 
-    ``packed_bits`` is the BitsPerSample of samples packed below byte size.
+    ``dtype`` is the type of the stored samples; ``packed_bits`` is the BitsPerSample of
+    samples packed below byte size; ``decoded_dtype`` the complex type of
+    complex-integer samples, whose stored words ``dtype`` is.
     """
     image_codec, decompressors = compression_codecs(page, source)
     chain = CodecChain(array_array=transpose_for(layout), compression=int(page.compression))
@@ -337,6 +359,8 @@ def codec_chain(
         )
     else:
         predictor = predictor_codec(page, layout, dtype, endian, source)
+        if decoded_dtype is not None and decoded_dtype != dtype:
+            chain.array_array.append(_complex_int_codec(decoded_dtype, endian, predictor))
         if predictor is not None:
             chain.array_array.append(predictor)
         chain.array_bytes = _shared(BytesCodec, endian=endian if dtype.itemsize > 1 else None)

@@ -291,7 +291,7 @@ def _image_array(
         table,
         layout,
         chain,
-        dtype.itemsize,
+        band.sample.stored_dtype.itemsize,
         context.reader.read_range,
         source,
         probe_last_strip=context.options.probe_last_strip,
