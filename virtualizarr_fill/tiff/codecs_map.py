@@ -295,7 +295,8 @@ def predictor_codec(
         return None
     if predictor not in (2, 3):
         raise UnsupportedFeatureError(f"{source}: Predictor={predictor} is not supported")
-    if predictor == 2 and dtype.kind not in "iu":
+    # libtiff differences floating-point samples as the integers of their bits.
+    if predictor == 2 and dtype.kind not in "iuf":
         raise UnsupportedFeatureError(
             f"{source}: horizontal differencing (Predictor=2) on {dtype} samples"
         )
