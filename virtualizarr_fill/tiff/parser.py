@@ -19,7 +19,11 @@ Which images:
   DataTree requires a child's dimensions to align with its parent's, which images of
   different sizes cannot;
 * ``stack_pages=True`` stacks the file's full-resolution pages (same shape, data type and
-  codecs) along a new leading ``page`` dimension.
+  codecs) along a new leading ``page`` dimension;
+* ``overviews="multiscales"`` builds a multiscale group for
+  :func:`virtualizarr.open_virtual_datatree`: levels ``"0"`` (full resolution) to ``"n"``
+  with their masks, described after the multiscales convention (see
+  :mod:`virtualizarr_fill.tiff.pyramid`).
 
 Every image array built is recorded with :func:`virtualizarr_fill.report.record_array`
 (edge handling, how the strips or tiles were judged, fill decisions), named
@@ -51,7 +55,7 @@ from virtualizarr_fill.errors import (
 from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
-from virtualizarr_fill.tiff import caches, geo, images, segments, tags
+from virtualizarr_fill.tiff import caches, geo, images, pyramid, segments, tags
 from virtualizarr_fill.tiff.arrays import (
     array_metadata,
     inlined_array,
@@ -87,6 +91,10 @@ class TIFFParser:
         :func:`virtualizarr.open_virtual_datatree`; see the module docstring.
     stack_pages
         Stack all full-resolution pages along a new ``page`` dimension.
+    overviews
+        ``"multiscales"``: the full-resolution image and its overviews as a multiscale
+        group of levels ``"0"``..``"n"`` (see :mod:`virtualizarr_fill.tiff.pyramid`);
+        None (default): as ``ifd``, ``tree`` and ``stack_pages`` say.
     on_out_of_range
         A nodata value the data type cannot hold (e.g. -10000 on uint8): ``"raise"``
         (default) a :class:`~virtualizarr_fill.errors.FillValueError`, or ``"warn"`` and
@@ -103,9 +111,16 @@ class TIFFParser:
     ifd: int | None = None
     tree: bool = False
     stack_pages: bool = False
+    overviews: Literal["multiscales"] | None = None
     on_out_of_range: Literal["raise", "warn"] = "raise"
     probe_last_strip: bool = False
     first_request: int = DEFAULT_FIRST_REQUEST
+
+    def __post_init__(self) -> None:
+        if self.overviews not in (None, "multiscales"):
+            raise ValueError(f"overviews must be None or 'multiscales', got {self.overviews!r}")
+        if self.overviews is not None and (self.tree or self.stack_pages or self.ifd is not None):
+            raise ValueError("overviews='multiscales' excludes tree, stack_pages and ifd")
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         url = normalize_url(url)
@@ -132,6 +147,8 @@ class TIFFParser:
         with tif:
             file_size = reader.size
             context = _Context(url=url, reader=reader, file_size=file_size, options=self)
+            if self.overviews is not None:
+                return _multiscale_group(tif, context)
             if self.tree:
                 return _tree_group(tif, context)
             if self.stack_pages:
@@ -455,8 +472,11 @@ def _tree_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     return manifest_group(groups=groups, attributes={})
 
 
-def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
-    """Every image of the file with a group name describing its role.
+def _named_images(
+    tif: TiffFile, context: _Context, *, first_pyramid: bool = False
+) -> list[_NamedImage]:
+    """Every image of the file with a group name describing its role (``first_pyramid``:
+    only the first full-resolution image, its overviews and masks).
 
     Overviews and masks follow the full-resolution image they belong to (COG order);
     SubIFDs are named after the image that holds them.
@@ -472,6 +492,8 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
         image = _description(chained, context)
         parent = main
         if image.is_main:
+            if first_pyramid and main_count:
+                break
             base = "image" if main_count == 0 else f"page_{main_count}"
             main_count += 1
             overview = mask_overview = 0
@@ -485,6 +507,8 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
             overview += 1
             name = f"{_prefix(base)}overview_{overview}"
         named.append(_NamedImage(name, image, chained.segments, index, index, parent))
+        if first_pyramid:
+            continue
         page = chained.page
         for number, sub in enumerate((page.pages if page is not None else None) or ()):
             sub_page = as_page(sub)
@@ -500,6 +524,28 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
                 )
             )
     return named
+
+
+def _multiscale_group(tif: TiffFile, context: _Context) -> ManifestGroup:
+    """The first pyramid of the file as a multiscale group (see :mod:`.pyramid`)."""
+    images = []
+    transform = None
+    for named in _named_images(tif, context, first_pyramid=True):
+        group = _image_group(
+            named.image,
+            named.table,
+            named.index,
+            context,
+            source=_source(context.url, named.index),
+            ifd=named.ifd,
+            parent=named.parent,
+            report_name=f"{named.name}/{DATA_VARIABLE}",
+        )
+        image = named.image
+        images.append(pyramid.PyramidImage(named.name, image.height, image.width, group))
+        if named.name == "image" and image.georeference.transform is not None:
+            transform = tuple(image.georeference.transform)
+    return pyramid.multiscale_group(images, context.url, transform)
 
 
 def _prefix(base: str) -> str:
