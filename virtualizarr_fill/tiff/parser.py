@@ -20,6 +20,9 @@ Which images:
   different sizes cannot;
 * ``stack_pages=True`` stacks the file's full-resolution pages (same shape, data type and
   codecs) along a new leading ``page`` dimension;
+* ``time_from=...`` gives the image a leading ``time`` dimension of length one and a
+  ``time`` coordinate from the DateTime tag, a GDAL metadata item or the file name, for
+  stacking scenes (see :mod:`virtualizarr_fill.time_stack`);
 * ``overviews="multiscales"`` builds a multiscale group for
   :func:`virtualizarr.open_virtual_datatree`: levels ``"0"`` (full resolution) to ``"n"``
   with their masks, described after the multiscales convention (see
@@ -64,6 +67,7 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_group,
 )
 from virtualizarr_fill.tiff.images import ImageDescription, as_page
+from virtualizarr_fill.time_stack import TIME, TIME_ATTRIBUTES, TimeSource, scene_time, time_value
 from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
@@ -95,6 +99,11 @@ class TIFFParser:
         ``"multiscales"``: the full-resolution image and its overviews as a multiscale
         group of levels ``"0"``..``"n"`` (see :mod:`virtualizarr_fill.tiff.pyramid`);
         None (default): as ``ifd``, ``tree`` and ``stack_pages`` say.
+    time_from
+        Where each scene's time comes from: ``"datetime"`` (the DateTime tag),
+        ``"metadata:NAME"`` (a GDAL metadata item) or a regular expression searched in
+        the file name (see :mod:`virtualizarr_fill.time_stack`); the image then has a
+        leading ``time`` dimension of length one. None (default): no time.
     on_out_of_range
         A nodata value the data type cannot hold (e.g. -10000 on uint8): ``"raise"``
         (default) a :class:`~virtualizarr_fill.errors.FillValueError`, or ``"warn"`` and
@@ -112,6 +121,7 @@ class TIFFParser:
     tree: bool = False
     stack_pages: bool = False
     overviews: Literal["multiscales"] | None = None
+    time_from: str | None = None
     on_out_of_range: Literal["raise", "warn"] = "raise"
     probe_last_strip: bool = False
     first_request: int = DEFAULT_FIRST_REQUEST
@@ -121,6 +131,10 @@ class TIFFParser:
             raise ValueError(f"overviews must be None or 'multiscales', got {self.overviews!r}")
         if self.overviews is not None and (self.tree or self.stack_pages or self.ifd is not None):
             raise ValueError("overviews='multiscales' excludes tree, stack_pages and ifd")
+        if self.time_from is not None:
+            TimeSource.parse(self.time_from)  # a bad pattern fails here, not per file
+            if self.tree or self.stack_pages or self.overviews is not None:
+                raise ValueError("time_from excludes tree, stack_pages and overviews")
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         url = normalize_url(url)
@@ -155,7 +169,10 @@ class TIFFParser:
                 return _stacked_group(tif, context)
             page = _select_page(tif, self.ifd, url)
             image = _description(_chain_page(page, context), context)
-            return _image_group(image, page, page.index, context, source=_source(url, page.index))
+            group = _image_group(image, page, page.index, context, source=_source(url, page.index))
+            if self.time_from is not None:
+                return _with_time(group, page, image, context, TimeSource.parse(self.time_from))
+            return group
 
 
 _MALFORMED_HEADER_ERRORS = (
@@ -441,6 +458,30 @@ def _build_coordinate_arrays(
             np.array(0, dtype=np.int64), (), attributes=geo.spatial_ref_attributes(georef)
         )
     return arrays
+
+
+def _with_time(
+    group: ManifestGroup,
+    page: TiffPage,
+    image: ImageDescription,
+    context: _Context,
+    source: TimeSource,
+) -> ManifestGroup:
+    """``group`` with a leading ``time`` axis of length one on ``band_data`` and the
+    scene's CF-encoded ``time`` coordinate."""
+    when = scene_time(source, context.url, page.tags, image.band.attributes.attributes)
+    arrays = dict(group.arrays)
+    band_data = arrays[DATA_VARIABLE]
+    install_vz_adapter()  # stacking rectilinear arrays and shifting transposes
+    stacked: ManifestArray = np.stack([band_data], axis=0)  # type: ignore[call-overload,assignment]
+    metadata = dataclasses.replace(
+        stacked.metadata, dimension_names=(TIME, *(band_data.metadata.dimension_names or ()))
+    )
+    arrays[DATA_VARIABLE] = manifest_array(metadata, stacked.manifest)
+    arrays[TIME] = inlined_array(
+        np.array([time_value(when)], dtype=np.int64), (TIME,), attributes=dict(TIME_ATTRIBUTES)
+    )
+    return manifest_group(arrays=arrays, attributes=dict(group.metadata.attributes))
 
 
 # -- several images --------------------------------------------------------------------------
