@@ -105,6 +105,15 @@ def test_words_split_as_stored_pairs(component_type: str, pair: str, word: str) 
         complex_to_words(np.array([complex(info.max + 1, 0)]), component_type, real_part)
 
 
+def test_reference_values_of_the_specification() -> None:
+    """The table at the end of docs/codecs/complex_int.md."""
+    words = np.array([0xFFFF0001, 0x7FFF8000], dtype=np.uint32)
+    low = words_to_complex(words, "int16", "low")
+    high = words_to_complex(words, "int16", "high")
+    np.testing.assert_array_equal(low, [1 - 1j, -32768 + 32767j])
+    np.testing.assert_array_equal(high, [-1 + 1j, 32767 - 32768j])
+
+
 @pytest.mark.parametrize("endian", ["little", "big"])
 def test_codec_through_zarr(endian: str) -> None:
     """zarr writes and reads complex64 arrays with the codec before ``bytes``; the stored

@@ -266,6 +266,12 @@ def test_cli_builds_a_multiscale_mosaic(tmp_path: Path, capsys: pytest.CaptureFi
         )
         make_gdal_features.write_cog(path, height=256, width=192, origin=origin, seed=k)
         paths.append(path)
+    code = main(["inspect", str(paths[0]), "--tiff-option", "overviews=multiscales"])
+    stdout = capsys.readouterr()[0]
+    assert code == EXIT_OK
+    level_1 = stdout[stdout.index("group /1") : stdout.index("group /2")]
+    assert "mask         y,x       128x96" in level_1  # the mask of the 128x96 overview
+    assert "padding: IFD 5:" in level_1  # GDAL's COG puts the overviews' masks last
     for out in (tmp_path / "mosaic.icechunk", tmp_path / "mosaic.json"):
         code = main(
             ["build", str(tiles / "*.tif"), "--concat-dim", "y", "--overviews", "--out", str(out)]

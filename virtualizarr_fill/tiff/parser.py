@@ -571,7 +571,10 @@ def _multiscale_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     """The first pyramid of the file as a multiscale group (see :mod:`.pyramid`)."""
     images = []
     transform = None
-    for named in _named_images(tif, context, first_pyramid=True):
+    pyramid_images = _named_images(tif, context, first_pyramid=True)
+    levels = pyramid.level_names([(n.name, n.image.height, n.image.width) for n in pyramid_images])
+    for named in pyramid_images:
+        variable = pyramid.MASK_VARIABLE if named.name.startswith("mask") else DATA_VARIABLE
         group = _image_group(
             named.image,
             named.table,
@@ -580,7 +583,7 @@ def _multiscale_group(tif: TiffFile, context: _Context) -> ManifestGroup:
             source=_source(context.url, named.index),
             ifd=named.ifd,
             parent=named.parent,
-            report_name=f"{named.name}/{DATA_VARIABLE}",
+            report_name=f"{levels.get(named.name, named.name)}/{variable}",
         )
         image = named.image
         images.append(pyramid.PyramidImage(named.name, image.height, image.width, group))

@@ -50,9 +50,21 @@ class PyramidImage:
     group: ManifestGroup
 
 
-def is_pyramid_role(role: str) -> bool:
-    """Whether ``tree=True``'s group name ``role`` is part of the first pyramid."""
-    return role in ("image", "mask") or role.startswith(("overview_", "mask_overview_"))
+def level_names(images: Sequence[tuple[str, int, int]]) -> dict[str, str]:
+    """The level each image goes to, by role: ``(role, height, width)`` of the images of
+    the pyramid in, ``{role: level name}`` out. Images (not masks) are ordered by size,
+    the full-resolution image first; a mask goes to the level of its size (none when no
+    level has it)."""
+    levels = sorted(
+        (i for i in images if not i[0].startswith("mask")),
+        key=lambda i: (-i[1] * i[2], i[0] != "image"),
+    )
+    names = {role: str(number) for number, (role, _, _) in enumerate(levels)}
+    sizes = {(height, width): names[role] for role, height, width in levels}
+    for role, height, width in images:
+        if role.startswith("mask") and (height, width) in sizes:
+            names[role] = sizes[(height, width)]
+    return names
 
 
 def multiscale_group(
@@ -60,20 +72,20 @@ def multiscale_group(
 ) -> ManifestGroup:
     """The multiscale group of ``images`` (``transform``: the full-resolution image's,
     None without georeference); ``source`` names the file in errors."""
+    names = level_names([(i.role, i.height, i.width) for i in images])
     levels = sorted(
-        (i for i in images if not i.role.startswith("mask")),
-        key=lambda i: (-i.height * i.width, i.role != "image"),
+        (i for i in images if not i.role.startswith("mask")), key=lambda i: int(names[i.role])
     )
     if not levels or levels[0].role != "image":
         raise UnsupportedFeatureError(f"{source}: no full-resolution image to build levels on")
-    masks = {(m.height, m.width): m for m in images if m.role.startswith("mask")}
+    masks = {names[m.role]: m for m in images if m.role.startswith("mask") and m.role in names}
     base = levels[0]
     groups: dict[str, ManifestGroup] = {}
     described: list[Level] = []
-    for number, image in enumerate(levels):
-        name = str(number)
+    for image in levels:
+        name = names[image.role]
         arrays = dict(image.group.arrays)
-        mask = masks.get((image.height, image.width))
+        mask = masks.get(name)
         if mask is not None:
             arrays[MASK_VARIABLE] = _mask_array(mask, source)
         groups[name] = manifest_group(
@@ -126,4 +138,4 @@ def _mask_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
-__all__ = ["MASK_VARIABLE", "PyramidImage", "is_pyramid_role", "multiscale_group"]
+__all__ = ["MASK_VARIABLE", "PyramidImage", "level_names", "multiscale_group"]
