@@ -136,9 +136,14 @@ def test_stack_orders_scenes_and_refuses_duplicates(tmp_path: Path) -> None:
     paths, values = [], {}
     for k, day in enumerate(days):
         path = tmp_path / f"scene_{k}.tif"
-        values[day] = make_gdal_features.write_dated_scene(path, dt.datetime(2023, 6, day), seed=k)
+        # Deflate strips of 6 rows over 20: a rectilinear grid with truncation
+        values[day] = make_gdal_features.write_dated_scene(
+            path, dt.datetime(2023, 6, day), seed=k, BLOCKYSIZE=6, COMPRESS="DEFLATE"
+        )
         paths.append(path)
     datasets = [_open(p, "datetime") for p in paths]
+    grid = datasets[0]["band_data"].data.metadata.chunk_grid
+    assert grid.chunk_shapes == (1, 1, (6, 6, 6, 2), 24)
     stack = stack_by_time(datasets, [str(p) for p in paths])
     assert list(stack["time"].values) == [
         np.datetime64(f"2023-06-0{d}", "ns") for d in sorted(days)
