@@ -196,13 +196,6 @@ def test_truncated_file_is_refused(tmp_path: Path, files: dict[str, Path]) -> No
         parse(path)
 
 
-@pytest.mark.corpus
-def test_complex_integer_refused_at_parse_time(corpus_dir: Path) -> None:
-    path = corpus_dir / "corteva+rioxarray" / "cint16.tif"
-    with pytest.raises(UnsupportedFeatureError, match=r"cint16\.tif.*SampleFormat=5"):
-        parse(path)
-
-
 # -- several images ------------------------------------------------------------------------------
 
 

@@ -28,7 +28,7 @@ edge* of a chunk (``chunk_size``, the shape the codecs see) and its *data edge*
 
 Everything here works on :class:`~zarr.core.metadata.v3.ArrayV3Metadata`; the chunk
 manifests are merged by the array-function implementations in
-:mod:`virtualizarr_fill._vz_adapter`.
+:mod:`virtualizarr_fill.manifests.operations`.
 """
 
 from __future__ import annotations

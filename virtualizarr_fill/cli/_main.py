@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="virtualize files into one Icechunk/kerchunk store")
     build.add_argument("inputs", nargs="+", metavar="FILES_OR_GLOB_OR_URL")
     build.add_argument(
-        "--concat-dim", required=True, metavar="DIM", help="dimension to concatenate along"
+        "--concat-dim",
+        metavar="DIM",
+        help="dimension to concatenate along (required unless --time-from is given)",
     )
     build.add_argument(
         "--new-dim", action="store_true", help="stack the files along a new dimension DIM"
@@ -94,6 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
         "else parse in this process)",
     )
     build.add_argument("--dask-scheduler", metavar="ADDRESS", help="parse on this dask cluster")
+    build.add_argument(
+        "--time-from",
+        metavar="SPEC",
+        help="stack the scenes along 'time', in time order, from: 'datetime' (TIFF DateTime "
+        "tag), 'metadata:NAME' (GDAL metadata item) or a regular expression on the file "
+        r"name, e.g. 'S2_(\d{8})'",
+    )
+    build.add_argument(
+        "--overviews",
+        action="store_true",
+        help="TIFF: the images and their overviews as a multiscale group of levels 0..n "
+        "(each level combined across the files)",
+    )
     build.add_argument(
         "--skip-bad", action="store_true", help="leave out files that cannot be virtualized"
     )

@@ -24,6 +24,11 @@ from virtualizarr_fill.cli._inputs import display, expand_inputs
 from virtualizarr_fill.cli._parse import ParsedFile, make_parser, parse_files
 from virtualizarr_fill.cli._settings import POOL_THRESHOLD
 from virtualizarr_fill.cli.progress import Progress
+from virtualizarr_fill.cli.scenes import (
+    check_scene_arguments,
+    in_time_order,
+    scene_parser_options,
+)
 from virtualizarr_fill.errors import UnsupportedFeatureError, VirtualizarrFillError
 from virtualizarr_fill.report import ParseReport
 from virtualizarr_fill.writers import to_icechunk, to_kerchunk
@@ -267,6 +272,11 @@ def _default_workers(files: int) -> int:
 
 
 def command_build(args: argparse.Namespace) -> int:
+    check_scene_arguments(args)
+    if getattr(args, "overviews", False):
+        from virtualizarr_fill.cli.build_multiscales import command_build_multiscales
+
+        return command_build_multiscales(args)
     started = time.perf_counter()
     destination = Destination.parse(args.out)
     if args.dask_scheduler and args.workers is not None:
@@ -277,7 +287,7 @@ def command_build(args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     urls = expand_inputs(args.inputs)
-    parser = make_parser(args)
+    parser = make_parser(args, **scene_parser_options(args))
     workers = args.workers if args.workers is not None else _default_workers(len(urls))
     with Progress("parse", len(urls), "files") as progress:
         results = parse_files(
@@ -292,6 +302,8 @@ def command_build(args: argparse.Namespace) -> int:
     skipped = [r for r in results if r.dataset is None]
     if not parsed:
         raise CliError(f"none of the {len(urls)} files could be virtualized", EXIT_BAD_INPUT)
+    if getattr(args, "time_from", None) is not None:
+        parsed = in_time_order(parsed)
     parse_done = time.perf_counter()
     datasets = [r.dataset for r in parsed if r.dataset is not None]
     with warnings.catch_warnings(record=True) as caught:

@@ -7,8 +7,9 @@ so a reader process that never imports this package decodes the arrays:
   zarr) for Deflate;
 * ``imagecodecs_*`` codecs from the ``imagecodecs-zarr`` package for LZW, PackBits, LZMA,
   JPEG, JPEG 2000, JPEG XL, WebP, PNG and LERC;
-* this package's ``virtualizarr_fill.tiff_predictor`` and ``virtualizarr_fill.tiff_bitorder``
-  where no existing codec does what TIFF needs (see those modules).
+* this package's ``virtualizarr_fill.tiff_predictor``, ``virtualizarr_fill.tiff_bitorder``
+  and ``virtualizarr_fill.complex_int`` where no existing codec does what TIFF needs (see
+  those modules).
 
 Image codecs (JPEG, WebP, ...) are array->bytes codecs that decode whole images; like
 libtiff and tifffile, predictors and FillOrder are ignored with them.
@@ -24,6 +25,7 @@ import numpy as np
 from zarr.codecs import BytesCodec, TransposeCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
 
+from virtualizarr_fill.codecs.complex_int import ComplexIntCodec, component_type_of
 from virtualizarr_fill.codecs.tiff_bitorder import TiffBitorderCodec
 from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
@@ -236,7 +238,8 @@ def predictor_codec(
         return None
     if predictor not in (2, 3):
         raise UnsupportedFeatureError(f"{source}: Predictor={predictor} is not supported")
-    if predictor == 2 and dtype.kind not in "iu":
+    # libtiff differences floating-point samples as the integers of their bits.
+    if predictor == 2 and dtype.kind not in "iuf":
         raise UnsupportedFeatureError(
             f"{source}: horizontal differencing (Predictor=2) on {dtype} samples"
         )
@@ -246,6 +249,18 @@ def predictor_codec(
         )
     axis = -2 if layout.pixel_interleaved else -1
     return _shared(TiffPredictorCodec, predictor=predictor, axis=axis, endian=endian)  # type: ignore[no-any-return]
+
+
+def _complex_int_codec(
+    decoded_dtype: np.dtype, endian: Endian, predictor: TiffPredictorCodec | None
+) -> ComplexIntCodec:
+    """The codec splitting complex-integer words (see its module for ``real_part``:
+    libtiff undoes horizontal differencing on whole words, in the machine's order)."""
+    differenced = predictor is not None and predictor.predictor == 2
+    real_part = "low" if endian == "little" or differenced else "high"
+    return _shared(  # type: ignore[no-any-return]
+        ComplexIntCodec, component_type=component_type_of(decoded_dtype), real_part=real_part
+    )
 
 
 def is_image_compression(page: TiffPage) -> bool:
@@ -261,10 +276,13 @@ def codec_chain(
     source: str,
     *,
     packed_bits: int | None = None,
+    decoded_dtype: np.dtype | None = None,
 ) -> CodecChain:
     """The full codec chain for one IFD, without any edge (truncate/crop) codec.
 
-    ``packed_bits`` is the BitsPerSample of samples packed below byte size.
+    ``dtype`` is the type of the stored samples; ``packed_bits`` is the BitsPerSample of
+    samples packed below byte size; ``decoded_dtype`` the complex type of
+    complex-integer samples, whose stored words ``dtype`` is.
     """
     image_codec, decompressors = compression_codecs(page, source)
     chain = CodecChain(array_array=transpose_for(layout), compression=int(page.compression))
@@ -285,6 +303,8 @@ def codec_chain(
         )
     else:
         predictor = predictor_codec(page, layout, dtype, endian, source)
+        if decoded_dtype is not None and decoded_dtype != dtype:
+            chain.array_array.append(_complex_int_codec(decoded_dtype, endian, predictor))
         if predictor is not None:
             chain.array_array.append(predictor)
         chain.array_bytes = _shared(BytesCodec, endian=endian if dtype.itemsize > 1 else None)

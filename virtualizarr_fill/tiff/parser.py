@@ -19,7 +19,14 @@ Which images:
   DataTree requires a child's dimensions to align with its parent's, which images of
   different sizes cannot;
 * ``stack_pages=True`` stacks the file's full-resolution pages (same shape, data type and
-  codecs) along a new leading ``page`` dimension.
+  codecs) along a new leading ``page`` dimension;
+* ``time_from=...`` gives the image a leading ``time`` dimension of length one and a
+  ``time`` coordinate from the DateTime tag, a GDAL metadata item or the file name, for
+  stacking scenes (see :mod:`virtualizarr_fill.time_stack`);
+* ``overviews="multiscales"`` builds a multiscale group for
+  :func:`virtualizarr.open_virtual_datatree`: levels ``"0"`` (full resolution) to ``"n"``
+  with their masks, described after the multiscales convention (see
+  :mod:`virtualizarr_fill.tiff.pyramid`).
 
 Every image array built is recorded with :func:`virtualizarr_fill.report.record_array`
 (edge handling, how the strips or tiles were judged, fill decisions), named
@@ -50,7 +57,7 @@ from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
 from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
-from virtualizarr_fill.tiff import caches, geo, images, segments, tags
+from virtualizarr_fill.tiff import caches, geo, images, pyramid, segments, tags
 from virtualizarr_fill.tiff.arrays import (
     array_metadata,
     inlined_array,
@@ -59,6 +66,7 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_group,
 )
 from virtualizarr_fill.tiff.images import ImageDescription, as_page
+from virtualizarr_fill.time_stack import TIME, TIME_ATTRIBUTES, TimeSource, scene_time, time_value
 from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
@@ -86,6 +94,15 @@ class TIFFParser:
         :func:`virtualizarr.open_virtual_datatree`; see the module docstring.
     stack_pages
         Stack all full-resolution pages along a new ``page`` dimension.
+    overviews
+        ``"multiscales"``: the full-resolution image and its overviews as a multiscale
+        group of levels ``"0"``..``"n"`` (see :mod:`virtualizarr_fill.tiff.pyramid`);
+        None (default): as ``ifd``, ``tree`` and ``stack_pages`` say.
+    time_from
+        Where each scene's time comes from: ``"datetime"`` (the DateTime tag),
+        ``"metadata:NAME"`` (a GDAL metadata item) or a regular expression searched in
+        the file name (see :mod:`virtualizarr_fill.time_stack`); the image then has a
+        leading ``time`` dimension of length one. None (default): no time.
     on_out_of_range
         A nodata value the data type cannot hold (e.g. -10000 on uint8): ``"raise"``
         (default) a :class:`~virtualizarr_fill.errors.FillValueError`, or ``"warn"`` and
@@ -105,9 +122,21 @@ class TIFFParser:
     ifd: int | None = None
     tree: bool = False
     stack_pages: bool = False
+    overviews: Literal["multiscales"] | None = None
+    time_from: str | None = None
     on_out_of_range: Literal["raise", "warn"] = "raise"
     probe_last_strip: bool = True
     first_request: int = DEFAULT_FIRST_REQUEST
+
+    def __post_init__(self) -> None:
+        if self.overviews not in (None, "multiscales"):
+            raise ValueError(f"overviews must be None or 'multiscales', got {self.overviews!r}")
+        if self.overviews is not None and (self.tree or self.stack_pages or self.ifd is not None):
+            raise ValueError("overviews='multiscales' excludes tree, stack_pages and ifd")
+        if self.time_from is not None:
+            TimeSource.parse(self.time_from)  # a bad pattern fails here, not per file
+            if self.tree or self.stack_pages or self.overviews is not None:
+                raise ValueError("time_from excludes tree, stack_pages and overviews")
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         url = normalize_url(url)
@@ -134,13 +163,18 @@ class TIFFParser:
         with tif:
             file_size = reader.size
             context = _Context(url=url, reader=reader, file_size=file_size, options=self)
+            if self.overviews is not None:
+                return _multiscale_group(tif, context)
             if self.tree:
                 return _tree_group(tif, context)
             if self.stack_pages:
                 return _stacked_group(tif, context)
             page = _select_page(tif, self.ifd, url)
             image = _description(_chain_page(page, context), context)
-            return _image_group(image, page, page.index, context, source=_source(url, page.index))
+            group = _image_group(image, page, page.index, context, source=_source(url, page.index))
+            if self.time_from is not None:
+                return _with_time(group, page, image, context, TimeSource.parse(self.time_from))
+            return group
 
 
 _MALFORMED_HEADER_ERRORS = (
@@ -293,7 +327,7 @@ def _image_array(
         table,
         layout,
         chain,
-        dtype.itemsize,
+        band.sample.stored_dtype.itemsize,
         context.reader.read_range,
         source,
         probe_last_strip=context.options.probe_last_strip,
@@ -428,6 +462,29 @@ def _build_coordinate_arrays(
     return arrays
 
 
+def _with_time(
+    group: ManifestGroup,
+    page: TiffPage,
+    image: ImageDescription,
+    context: _Context,
+    source: TimeSource,
+) -> ManifestGroup:
+    """``group`` with a leading ``time`` axis of length one on ``band_data`` and the
+    scene's CF-encoded ``time`` coordinate."""
+    when = scene_time(source, context.url, page.tags, image.band.attributes.attributes)
+    arrays = dict(group.arrays)
+    band_data = arrays[DATA_VARIABLE]
+    stacked: ManifestArray = np.stack([band_data], axis=0)  # type: ignore[call-overload,assignment]
+    metadata = dataclasses.replace(
+        stacked.metadata, dimension_names=(TIME, *(band_data.metadata.dimension_names or ()))
+    )
+    arrays[DATA_VARIABLE] = manifest_array(metadata, stacked.manifest)
+    arrays[TIME] = inlined_array(
+        np.array([time_value(when)], dtype=np.int64), (TIME,), attributes=dict(TIME_ATTRIBUTES)
+    )
+    return manifest_group(arrays=arrays, attributes=dict(group.metadata.attributes))
+
+
 # -- several images --------------------------------------------------------------------------
 
 
@@ -457,8 +514,11 @@ def _tree_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     return manifest_group(groups=groups, attributes={})
 
 
-def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
-    """Every image of the file with a group name describing its role.
+def _named_images(
+    tif: TiffFile, context: _Context, *, first_pyramid: bool = False
+) -> list[_NamedImage]:
+    """Every image of the file with a group name describing its role (``first_pyramid``:
+    only the first full-resolution image, its overviews and masks).
 
     Overviews and masks follow the full-resolution image they belong to (COG order);
     SubIFDs are named after the image that holds them.
@@ -474,6 +534,8 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
         image = _description(chained, context)
         parent = main
         if image.is_main:
+            if first_pyramid and main_count:
+                break
             base = "image" if main_count == 0 else f"page_{main_count}"
             main_count += 1
             overview = mask_overview = 0
@@ -487,6 +549,8 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
             overview += 1
             name = f"{_prefix(base)}overview_{overview}"
         named.append(_NamedImage(name, image, chained.segments, index, index, parent))
+        if first_pyramid:
+            continue
         page = chained.page
         for number, sub in enumerate((page.pages if page is not None else None) or ()):
             sub_page = as_page(sub)
@@ -502,6 +566,31 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
                 )
             )
     return named
+
+
+def _multiscale_group(tif: TiffFile, context: _Context) -> ManifestGroup:
+    """The first pyramid of the file as a multiscale group (see :mod:`.pyramid`)."""
+    images = []
+    transform = None
+    pyramid_images = _named_images(tif, context, first_pyramid=True)
+    levels = pyramid.level_names([(n.name, n.image.height, n.image.width) for n in pyramid_images])
+    for named in pyramid_images:
+        variable = pyramid.MASK_VARIABLE if named.name.startswith("mask") else DATA_VARIABLE
+        group = _image_group(
+            named.image,
+            named.table,
+            named.index,
+            context,
+            source=_source(context.url, named.index),
+            ifd=named.ifd,
+            parent=named.parent,
+            report_name=f"{levels.get(named.name, named.name)}/{variable}",
+        )
+        image = named.image
+        images.append(pyramid.PyramidImage(named.name, image.height, image.width, group))
+        if named.name == "image" and image.georeference.transform is not None:
+            transform = tuple(image.georeference.transform)
+    return pyramid.multiscale_group(images, context.url, transform)
 
 
 def _prefix(base: str) -> str:

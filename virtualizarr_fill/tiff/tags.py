@@ -44,6 +44,10 @@ _SUPPORTED_BITS = {
 }
 
 
+#: The complex type holding each width of complex-integer samples (both parts) exactly.
+_COMPLEX_INT_TYPES: dict[int, np.dtype] = {32: np.dtype(np.complex64), 64: np.dtype(np.complex128)}
+
+
 @dataclass(frozen=True)
 class SegmentLayout:
     """How one IFD's strips or tiles tile its ``(band, y, x)`` array.
@@ -91,11 +95,19 @@ def _uniform(values: object, name: str, source: str) -> int:
 
 @dataclass(frozen=True)
 class SampleType:
-    """The array's data type and how samples are stored (``packed``: below byte size)."""
+    """The array's data type and how samples are stored (``packed``: below byte size;
+    ``stored``: the type the ``bytes`` codec reads, where it is not ``dtype``)."""
 
     dtype: np.dtype
     bits: int
     packed: bool
+    stored: np.dtype | None = None
+
+    @property
+    def stored_dtype(self) -> np.dtype:
+        """The type of the stored samples: complex integers are read as unsigned words
+        holding both parts, which :mod:`virtualizarr_fill.codecs.complex_int` splits."""
+        return self.dtype if self.stored is None else self.stored
 
 
 def _packed_dtype(bits: int) -> np.dtype:
@@ -228,7 +240,14 @@ def sample_type(page: TiffPage, source: str, *, image_codec: bool = False) -> Sa
     kind = _KIND_OF_SAMPLEFORMAT.get(sampleformat)
     if kind == "u" and bits < 32 and bits not in _SUPPORTED_BITS["u"]:
         return SampleType(_packed_dtype(bits), bits, packed=not image_codec)
-    return SampleType(_dtype_of(bits, sampleformat, source), bits, packed=False)
+    dtype = _dtype_of(bits, sampleformat, source)
+    if sampleformat == SAMPLEFORMAT_COMPLEXINT:
+        if image_codec:
+            raise UnsupportedFeatureError(
+                f"{source}: complex-integer samples (SampleFormat=5) with an image codec"
+            )
+        return SampleType(dtype, bits, packed=False, stored=np.dtype(f"u{bits // 8}"))
+    return SampleType(dtype, bits, packed=False)
 
 
 def sample_dtype(page: TiffPage, source: str) -> np.dtype:
@@ -247,9 +266,14 @@ def _bits_and_format(page: TiffPage, source: str) -> tuple[int, int]:
 
 def _dtype_of(bits: int, sampleformat: int, source: str) -> np.dtype:
     if sampleformat == SAMPLEFORMAT_COMPLEXINT:
-        raise UnsupportedFeatureError(
-            f"{source}: complex-integer samples (SampleFormat=5, {bits}-bit) have no Zarr data type"
-        )
+        # Pairs of 16- or 32-bit integers (GDAL's CInt16, CInt32), held exactly by
+        # complex64 and complex128; no writer stores other widths.
+        if bits not in _COMPLEX_INT_TYPES:
+            raise UnsupportedFeatureError(
+                f"{source}: complex-integer samples (SampleFormat=5) of {bits} bits; "
+                "only 32 (CInt16) and 64 (CInt32) are read"
+            )
+        return _COMPLEX_INT_TYPES[bits]
     kind = _KIND_OF_SAMPLEFORMAT.get(sampleformat)
     if kind is None:
         raise UnsupportedFeatureError(f"{source}: unknown SampleFormat {sampleformat}")

@@ -1,0 +1,140 @@
+"""``build --overviews``: COGs (one, or a mosaic) as one multiscale group.
+
+Each file is parsed with ``TIFFParser(overviews="multiscales")`` (levels ``"0"``..``"n"``,
+see :mod:`virtualizarr_fill.tiff.pyramid`); the files' levels are combined level by
+level along ``--concat-dim`` as ``build`` combines images, keeping the levels every file
+has with the same decimation factors (:func:`virtualizarr_fill.multiscale_stores.
+combine_multiscales`), and the tree is written to an Icechunk repository or kerchunk
+references.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from virtualizarr_fill.cli._destinations import (
+    Destination,
+    create_icechunk_repository,
+    import_optional,
+)
+from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
+from virtualizarr_fill.cli._inputs import expand_inputs, registry_for
+from virtualizarr_fill.cli._parse import describe_failure, make_parser, recording
+from virtualizarr_fill.cli.progress import Progress
+from virtualizarr_fill.writers import to_icechunk
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = ["command_build_multiscales", "parse_tree"]
+
+
+def parse_tree(url: str, parser: Any) -> tuple[xr.DataTree | None, str | None, int]:
+    """The multiscale tree of one file, or the error's message and exit code."""
+    with recording():
+        try:
+            from virtualizarr import open_virtual_datatree
+
+            tree = open_virtual_datatree(url, registry=registry_for([url]), parser=parser)
+        except Exception as error:
+            message, code = describe_failure(url, error)
+            return None, message, code
+    return tree, None, EXIT_OK
+
+
+def _parse_all(
+    urls: Sequence[str], parser: Any, skip_bad: bool
+) -> tuple[list[str], list[xr.DataTree], list[str]]:
+    used: list[str] = []
+    trees: list[xr.DataTree] = []
+    skipped: list[str] = []
+    with Progress("parse", len(urls), "files") as progress:
+        for url in urls:
+            tree, error, code = parse_tree(url, parser)
+            progress.advance()
+            if tree is None:
+                if not skip_bad:
+                    raise CliError(f"{error} (use --skip-bad to leave it out)", code)
+                skipped.append(str(error))
+                continue
+            used.append(url)
+            trees.append(tree)
+    return used, trees, skipped
+
+
+def _write(
+    tree: xr.DataTree,
+    urls: Sequence[str],
+    destination: Destination,
+    message: str,
+    overwrite: bool,
+) -> str:
+    from virtualizarr_fill.cli.build import _staged
+    from virtualizarr_fill.multiscale_stores import multiscales_to_kerchunk
+
+    with _staged(destination, overwrite) as target:
+        if destination.kind == "icechunk":
+            staged = Destination(destination.text, "icechunk", target)
+            repo = create_icechunk_repository(staged, urls)
+            session = repo.writable_session("main")
+            to_icechunk(tree, session.store)
+            snapshot = session.commit(message)
+            return f"Icechunk repository {destination.text} (snapshot {snapshot})"
+        assert target is not None
+        import_optional("kerchunk", "kerchunk")
+        multiscales_to_kerchunk(tree, target, format=destination.kind)  # type: ignore[arg-type]
+        return f"kerchunk {destination.kind} references {destination.text} (Zarr format 3)"
+
+
+def command_build_multiscales(args: argparse.Namespace) -> int:
+    """``build --overviews`` (see the module docstring)."""
+    from virtualizarr_fill.cli.build import combine
+    from virtualizarr_fill.multiscale_stores import combine_multiscales
+    from virtualizarr_fill.multiscales import levels_of
+
+    started = time.perf_counter()
+    if args.dask_scheduler or (args.workers or 1) > 1:
+        raise CliError(
+            "--overviews parses in this process; drop --workers and --dask-scheduler", EXIT_USAGE
+        )
+    destination = Destination.parse(args.out)
+    if destination.exists() and not (args.overwrite and destination.local is not None):
+        raise CliError(
+            f"--out {args.out}: already exists (use --overwrite to replace a local one)",
+            EXIT_USAGE,
+        )
+    urls = expand_inputs(args.inputs)
+    parser = make_parser(args, overviews="multiscales")
+    used, trees, skipped = _parse_all(urls, parser, args.skip_bad)
+    if not trees:
+        raise CliError(f"none of the {len(urls)} files could be virtualized", EXIT_BAD_INPUT)
+
+    def combine_level(datasets: Sequence[Any], level_urls: Sequence[str], dim: str) -> Any:
+        return combine(datasets, level_urls, dim, args.new_dim, args.on_fill_conflict)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            tree = combine_multiscales(trees, used, args.concat_dim, combine=combine_level)
+        except ValueError as error:  # the project's refusals are ValueErrors too
+            raise CliError(str(error), EXIT_BAD_INPUT) from None
+    message = f"{PROG} build --overviews: {len(used)} files along {args.concat_dim!r}"
+    written = _write(tree, used, destination, message, args.overwrite)
+    lines = [f"wrote {written}", f"  files:     {len(used)} virtualized, {len(skipped)} skipped"]
+    for name in levels_of(tree.attrs):  # type: ignore[arg-type]
+        level = tree[name]
+        shape = "x".join(str(n) for n in level["band_data"].shape)
+        extra = ", mask" if "mask" in level.data_vars else ""
+        lines.append(f"  level {name}:   band_data {shape}{extra}")
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    if notes:
+        lines.append(f"  warnings:  {len(notes)}")
+        lines.extend(f"    {note}" for note in notes)
+    lines.extend(f"  skipped: {entry}" for entry in skipped)
+    lines.append(f"  time:      {time.perf_counter() - started:.1f} s")
+    print("\n".join(lines), flush=True)
+    return EXIT_OK
