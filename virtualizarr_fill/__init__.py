@@ -28,6 +28,7 @@ from virtualizarr_fill.errors import (
 
 if TYPE_CHECKING:
     from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+    from virtualizarr_fill.assemble import open_virtual_mosaic, open_virtual_series
     from virtualizarr_fill.codecs.crop import CropCodec
     from virtualizarr_fill.codecs.truncate import TruncateCodec
     from virtualizarr_fill.concat import fill_conflicts
@@ -50,6 +51,8 @@ _LAZY = {
     "enable_rectilinear_chunks": "virtualizarr_fill._zarr_config",
     "fast_reads": "virtualizarr_fill.reads",
     "fill_conflicts": "virtualizarr_fill.concat",
+    "open_virtual_mosaic": "virtualizarr_fill.assemble",
+    "open_virtual_series": "virtualizarr_fill.assemble",
     "to_icechunk": "virtualizarr_fill.writers",
     "to_kerchunk": "virtualizarr_fill.writers",
     "use_manifest_pipeline": "virtualizarr_fill.reads",
@@ -90,6 +93,8 @@ __all__ = [
     "enable_rectilinear_chunks",
     "fast_reads",
     "fill_conflicts",
+    "open_virtual_mosaic",
+    "open_virtual_series",
     "to_icechunk",
     "to_kerchunk",
     "use_manifest_pipeline",

@@ -130,7 +130,7 @@ def _fill_value_attribute(value: Any, array: ManifestArray) -> Any:
     return FillValueCoder.decode(value, array.metadata.data_type.to_native_dtype())
 
 
-def _loadable_variable(store: FileManifestStore, path: str, array: ManifestArray) -> xr.Variable:
+def loadable_variable(store: FileManifestStore, path: str, array: ManifestArray) -> xr.Variable:
     """The variable xarray's zarr backend opens for ``array`` (before CF decoding)."""
     metadata = array.metadata
     dims = tuple(metadata.dimension_names or ())
@@ -179,7 +179,7 @@ def virtual_dataset(
     # variables, as VirtualiZarr decides (a netCDF character array is a dimension
     # coordinate only once its characters are joined).
     raw = xr.Dataset(
-        {name: _loadable_variable(store, name, array) for name, array in group.arrays.items()},
+        {name: loadable_variable(store, name, array) for name, array in group.arrays.items()},
         # the attributes xarray's zarr backend reads (it leaves out netCDF-C's own)
         attrs={
             k: v for k, v in group.metadata.attributes.items() if not k.lower().startswith("_nc")
@@ -192,4 +192,4 @@ def virtual_dataset(
     return replace_virtual_with_loadable_vars(fully_virtual, loadable, loadable_variables)
 
 
-__all__ = ["can_build", "virtual_dataset"]
+__all__ = ["can_build", "loadable_variable", "virtual_dataset"]

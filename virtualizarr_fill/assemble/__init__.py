@@ -1,0 +1,182 @@
+"""Many files into one virtual dataset, without one xarray Dataset per file.
+
+* :func:`open_virtual_series`: files along one dimension, ordered by their coordinate,
+  gaps and overlaps refused;
+* :func:`open_virtual_mosaic`: GeoTIFF tiles placed on one grid by their georeferencing.
+
+Both return what xarray's nested combine returns for the same files in the right order
+(see :mod:`.series` and :mod:`.mosaic`), at a fraction of its cost per file: each file
+after the first is reduced to its manifests and coordinate values (:mod:`.parts`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, Literal
+
+from virtualizarr_fill.assemble.mosaic import combine_tiles, tile_grid
+from virtualizarr_fill.assemble.parts import FilePart, file_part, template
+from virtualizarr_fill.assemble.series import combine_parts, order_parts
+
+if TYPE_CHECKING:
+    import xarray as xr
+    from obspec_utils.registry import ObjectStoreRegistry
+
+    from virtualizarr_fill.manifests.store import FileManifestStore
+
+OnFillConflict = Literal["error", "use_first", "drop"]
+
+
+def _parse(
+    urls: Sequence[str],
+    registry: ObjectStoreRegistry,
+    parser: Callable[..., Any],
+    executor: Executor | None,
+) -> list[FileManifestStore]:
+    def one(url: str) -> Any:
+        return parser(url=url, registry=registry)
+
+    if executor is None:
+        return [one(url) for url in urls]
+    return list(executor.map(one, urls))
+
+
+def _parts(
+    stores: Sequence[FileManifestStore], decode_times: bool | None
+) -> list[FilePart]:
+    return [file_part(store, decode_times=decode_times) for store in stores]
+
+
+def _fill_rule(on_fill_conflict: OnFillConflict) -> contextlib.AbstractContextManager[Any]:
+    from virtualizarr_fill.concat import fill_conflicts
+
+    if on_fill_conflict == "error":
+        return contextlib.nullcontext()
+    return fill_conflicts(on_fill_conflict)
+
+
+def open_virtual_series(
+    urls: Iterable[str],
+    registry: ObjectStoreRegistry,
+    parser: Callable[..., Any],
+    dim: str,
+    *,
+    new_dim: bool = False,
+    allow_gaps: bool = False,
+    decode_times: bool | None = None,
+    on_fill_conflict: OnFillConflict = "error",
+    executor: Executor | None = None,
+) -> xr.Dataset:
+    """Open files as one virtual dataset along ``dim``, in the order of their coordinate.
+
+    Parameters
+    ----------
+    urls
+        The files (any order: they are placed by their coordinate along ``dim``).
+    registry
+        Resolves the URLs to object stores.
+    parser
+        A parser (``TIFFParser()``, ``HDF5Parser()``, ...).
+    dim
+        The dimension to concatenate along, or with ``new_dim`` the new one to stack
+        along (then in the order given).
+    new_dim
+        Stack the files along a new dimension ``dim`` instead.
+    allow_gaps
+        Accept files whose regularly spaced coordinates do not abut.
+    decode_times
+        As for ``open_virtual_dataset``.
+    on_fill_conflict
+        Files whose fill values differ: ``"error"`` (default), or combine them the way
+        :func:`virtualizarr_fill.fill_conflicts` says.
+    executor
+        Parse the files with this executor's ``map`` (threads, processes, dask).
+
+    Returns
+    -------
+    xarray.Dataset
+        What ``xr.combine_nested(datasets, concat_dim=dim, data_vars="minimal",
+        coords="minimal", compat="override", join="exact",
+        combine_attrs="drop_conflicts")`` returns for the files' virtual datasets in
+        coordinate order (``data_vars="all"`` with ``new_dim``).
+
+    Raises
+    ------
+    virtualizarr_fill.IncompatibleArraysError
+        Files that overlap, leave gaps, differ in their other coordinates or variables,
+        or cannot share one virtual array (codecs, data types, fill values), naming them.
+    """
+    urls = list(urls)
+    if not urls:
+        raise ValueError("no files to open")
+    stores = _parse(urls, registry, parser, executor)
+    parts = _parts(stores, decode_times)
+    ordered = parts if new_dim else order_parts(parts, dim, allow_gaps=allow_gaps)
+    first = stores[parts.index(ordered[0])]
+    base = template(first, decode_times=decode_times)
+    if new_dim and dim in base.dims:
+        raise ValueError(f"{dim!r} is already a dimension of {first.url}; drop new_dim")
+    if not new_dim and dim not in base.dims:
+        raise ValueError(f"{first.url} has no dimension {dim!r} (dimensions: {list(base.dims)})")
+    with _fill_rule(on_fill_conflict):
+        return combine_parts(base, ordered, dim, new_dim=new_dim)
+
+
+def open_virtual_mosaic(
+    urls: Iterable[str],
+    registry: ObjectStoreRegistry,
+    parser: Callable[..., Any] | None = None,
+    *,
+    allow_gaps: bool = False,
+    on_fill_conflict: OnFillConflict = "error",
+    executor: Executor | None = None,
+) -> xr.Dataset:
+    """Open GeoTIFF tiles as one virtual mosaic, placed by their georeferencing.
+
+    Parameters
+    ----------
+    urls
+        The tiles, in any order.
+    registry
+        Resolves the URLs to object stores.
+    parser
+        The TIFF parser to use (default ``TIFFParser()``).
+    allow_gaps
+        Accept tiles that do not abut (the rows and columns must still form a grid).
+    on_fill_conflict
+        Tiles whose nodata values differ: ``"error"`` (default), or combine them the way
+        :func:`virtualizarr_fill.fill_conflicts` says.
+    executor
+        Parse the tiles with this executor's ``map``.
+
+    Returns
+    -------
+    xarray.Dataset
+        The mosaic, shaped as rioxarray opens a GeoTIFF (``band_data(band, y, x)``), its
+        ``spatial_ref`` the top-left tile's: values and transform equal
+        ``rasterio.merge.merge`` of the tiles.
+
+    Raises
+    ------
+    virtualizarr_fill.IncompatibleArraysError
+        Tiles in different CRSs or resolutions, off one pixel grid, overlapping, leaving
+        gaps, not forming a grid, or with different bands or data types, naming them.
+    """
+    if parser is None:
+        from virtualizarr_fill.tiff import TIFFParser
+
+        parser = TIFFParser()
+    urls = list(urls)
+    if not urls:
+        raise ValueError("no tiles to open")
+    stores = _parse(urls, registry, parser, executor)
+    parts = _parts(stores, None)
+    grid = tile_grid(parts, allow_gaps=allow_gaps)
+    top_left = stores[parts.index(grid[0][0])]
+    with _fill_rule(on_fill_conflict):
+        return combine_tiles(template(top_left), grid)
+
+
+__all__ = ["FilePart", "open_virtual_mosaic", "open_virtual_series"]
