@@ -23,7 +23,7 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
 from virtualizarr_fill.assemble.parts import FilePart, common_attributes, stripped
-from virtualizarr_fill.assemble.series import assembled, order_parts
+from virtualizarr_fill.assemble.series import assembled, order_parts, whole_chunk
 from virtualizarr_fill.errors import IncompatibleArraysError
 
 X, Y = "x", "y"
@@ -121,12 +121,14 @@ def combine_tiles(template: xr.Dataset, grid: Sequence[Sequence[FilePart]]) -> x
             else:
                 data = rows[0][0]
             attrs = common_attributes([part.arrays[key].metadata.attributes for part in parts])
-        elif key == X:
-            data = np.concatenate([part.coords[X].values for part in grid[0]])
-            attrs = common_attributes([part.coords[X].attrs for part in grid[0]])
-        elif key == Y:
-            data = np.concatenate([row[0].coords[Y].values for row in grid])
-            attrs = common_attributes([row[0].coords[Y].attrs for row in grid])
+        elif key in (X, Y):
+            pieces = grid[0] if key == X else [row[0] for row in grid]
+            data = np.concatenate([part.coords[key].values for part in pieces])
+            attrs = common_attributes([part.coords[key].attrs for part in pieces])
+            variables[name] = xr.Variable(
+                variable.dims, data, attrs, whole_chunk(variable, len(data))
+            )
+            continue
         else:
             raise IncompatibleArraysError(
                 f"{name!r} is loaded in memory and is not the x or y coordinate; a mosaic "

@@ -15,6 +15,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray, ManifestGroup
 
@@ -45,7 +46,23 @@ class FilePart:
         return sizes
 
 
+#: Attributes xarray's CF decoding reads; a variable with none of them, of plain numbers
+#: in native byte order, decodes to itself.
+_CF_ATTRIBUTES = frozenset(
+    {"units", "calendar", "scale_factor", "add_offset", "_FillValue", "missing_value",
+     "_Unsigned", "dtype", "_Encoding", "flag_values"}
+)
+
+
 def _decode(name: str, variable: xr.Variable, decode_times: bool | None) -> xr.Variable:
+    dtype = variable.dtype
+    if (
+        dtype.kind in "iuf"
+        and dtype.isnative
+        and not _CF_ATTRIBUTES.intersection(variable.attrs)
+        and isinstance(variable.data, np.ndarray)
+    ):
+        return variable
     options: dict[str, Any] = {}
     if decode_times is not None:
         options["decode_times"] = decode_times

@@ -113,6 +113,13 @@ def order_parts(
     return ordered
 
 
+def _same_values(a: xr.Variable, b: xr.Variable) -> bool:
+    """Whether two coordinates hold the same values on the same dimensions."""
+    if a.dims != b.dims or a.shape != b.shape:
+        return False
+    return bool(np.array_equal(np.asarray(a.values), np.asarray(b.values)))
+
+
 def _check_same_structure(template: xr.Dataset, parts: Sequence[FilePart], dim: str) -> None:
     reference = parts[0]
     names = set(reference.arrays)
@@ -134,7 +141,7 @@ def _check_same_structure(template: xr.Dataset, parts: Sequence[FilePart], dim: 
             if name == dim:
                 continue
             other = part.coords.get(name)
-            if other is None or not coordinate.equals(other):
+            if other is None or not _same_values(coordinate, other):
                 raise IncompatibleArraysError(
                     f"{part.url} and {reference.url} have different {name!r} coordinates, so "
                     f"they cannot be combined along {dim!r} (a mosaic needs files that "
@@ -173,6 +180,8 @@ def combine_parts(
             data = np.concatenate([c.values for c in coordinates])
             attrs = common_attributes([c.attrs for c in coordinates])
             dims = variable.dims
+            variables[name] = xr.Variable(dims, data, attrs, whole_chunk(variable, len(data)))
+            continue
         else:
             raise IncompatibleArraysError(
                 f"{name!r} is loaded in memory and is not a dimension coordinate; combine "
@@ -180,6 +189,17 @@ def combine_parts(
             )
         variables[name] = xr.Variable(dims, data, attrs, dict(variable.encoding))
     return assembled(template, variables, parts)
+
+
+def whole_chunk(variable: xr.Variable, length: int) -> dict[Hashable, Any]:
+    """``variable``'s encoding for a combined 1-D coordinate of ``length`` values: one
+    chunk (xarray would keep the first file's chunk length, and a coordinate of a
+    thousand files would be written as a thousand chunks, each read at every open)."""
+    encoding = dict(variable.encoding)
+    if "chunks" in encoding:
+        encoding["chunks"] = (length,)
+        encoding["preferred_chunks"] = {variable.dims[0]: length}
+    return encoding
 
 
 def dataset_attributes(part: FilePart) -> dict[Hashable, Any]:
@@ -205,4 +225,4 @@ def assembled(
     )
 
 
-__all__ = ["assembled", "combine_parts", "dataset_attributes", "order_parts"]
+__all__ = ["assembled", "combine_parts", "dataset_attributes", "order_parts", "whole_chunk"]

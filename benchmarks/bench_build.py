@@ -1,0 +1,313 @@
+"""N files to one Icechunk repository: virtualizarr-fill next to its peers, end to end.
+
+What users time is "these files -> one store": parse every file, combine, write the
+references, commit. Each run below does exactly that in a fresh process (its peak RSS is
+its own), the tools taking turns round by round so that machine load hits them alike;
+the table gives medians, ratios to the peer and peak memory.
+
+GeoTIFFs (``tiff``): N files of 256 x 256 uint16, Deflate strips of 32 rows, UTM,
+file k directly south of file k - 1 (one column of a mosaic, concatenated along ``y``).
+
+* ``fill-series``: ``virtualizarr_fill.open_virtual_series(..., "y")`` + ``to_icechunk``;
+* ``fill-mfdataset``: ``open_virtual_mfdataset(parser=TIFFParser(), combine="nested",
+  concat_dim="y", coords="minimal", compat="override", combine_attrs="drop_conflicts")``
+  + ``virtualizarr_fill.to_icechunk``;
+* ``virtual-tiff``: ``open_virtual_mfdataset(parser=VirtualTIFF(ifd=0), combine="nested",
+  concat_dim="y")`` + ``vds.vz.to_icechunk``.
+
+netCDF-4 (``netcdf``): N files of 8 x 64 x 64 (time, lat, lon), two float32 variables,
+chunks of 4 x 64 x 64, file k continuing file k - 1's time axis.
+
+* ``fill-series``: ``open_virtual_series(..., HDF5Parser(), "time")`` + ``to_icechunk``;
+* ``fill-mfdataset``: ``open_virtual_mfdataset(parser=HDF5Parser(), ...)`` + ``to_icechunk``;
+* ``hdfparser``: ``open_virtual_mfdataset(parser=HDFParser(), ...)`` + ``vds.vz.to_icechunk``.
+
+Every tool's repository is read back and compared with the first tool's values.
+
+Run (virtual-tiff and VirtualiZarr's HDFParser from ``pip install -e ".[bench]"``)::
+
+    python benchmarks/bench_build.py --kinds tiff netcdf --files 1000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TOOLS = {
+    "tiff": ["fill-series", "fill-mfdataset", "virtual-tiff"],
+    "netcdf": ["fill-series", "fill-mfdataset", "hdfparser"],
+}
+PEER = {"tiff": "virtual-tiff", "netcdf": "hdfparser"}
+CONCAT_DIM = {"tiff": "y", "netcdf": "time"}
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def write_tiffs(directory: Path, count: int) -> list[Path]:
+    import tifffile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for k in range(count):
+        path = directory / f"tile_{k:05d}.tif"
+        paths.append(path)
+        if path.exists():
+            continue
+        tifffile.imwrite(
+            path,
+            rng.integers(0, 60000, (256, 256), dtype=np.uint16),
+            rowsperstrip=32,
+            compression="zlib",
+            extratags=[
+                (33550, 12, 3, (10.0, 10.0, 0.0), True),
+                (33922, 12, 6, (0.0, 0.0, 0.0, 500000.0, 4000000.0 - k * 2560.0, 0.0), True),
+                (34735, 3, 16, (1, 1, 0, 3, 1024, 0, 1, 1, 1025, 0, 1, 1, 3072, 0, 1, 32633)),
+            ],
+            metadata=None,
+        )
+    return paths
+
+
+def write_netcdfs(directory: Path, count: int) -> list[Path]:
+    import netCDF4
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    paths = []
+    for k in range(count):
+        path = directory / f"series_{k:05d}.nc"
+        paths.append(path)
+        if path.exists():
+            continue
+        with netCDF4.Dataset(path, "w") as f:
+            f.createDimension("time", None)
+            f.createDimension("lat", 64)
+            f.createDimension("lon", 64)
+            time = f.createVariable("time", "f8", ("time",))
+            time.units = "days since 2000-01-01"
+            time[:] = np.arange(8) + 8 * k
+            f.createVariable("lat", "f4", ("lat",))[:] = np.linspace(-30, 30, 64)
+            f.createVariable("lon", "f4", ("lon",))[:] = np.linspace(0, 60, 64)
+            for name in ("a", "b"):
+                var = f.createVariable(
+                    name, "f4", ("time", "lat", "lon"), chunksizes=(4, 64, 64), zlib=True
+                )
+                var[:] = rng.normal(size=(8, 64, 64)).astype("f4")
+    return paths
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def _repository(path: Path, data_dir: Path) -> Any:
+    import icechunk
+
+    icechunk.set_logs_filter("error")
+    prefix = f"file://{data_dir}/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(data_dir)))
+    )
+    return icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(path)),
+        config,
+        authorize_virtual_chunk_access=icechunk.containers_credentials(
+            {prefix: icechunk.credentials.LocalFileSystemAccess}
+        ),
+    )
+
+
+def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
+    """Build the repository with ``tool`` (in this process); returns the timings."""
+    warnings.simplefilter("ignore")
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+
+    start = time.perf_counter()
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    pattern = "tile_*.tif" if kind == "tiff" else "series_*.nc"
+    urls = [f"file://{p}" for p in sorted(data_dir.glob(pattern))]
+    dim = CONCAT_DIM[kind]
+    # The libraries every tool uses, imported before the clock for the work starts.
+    import icechunk  # noqa: F401
+    import virtualizarr  # noqa: F401
+    import xarray  # noqa: F401
+
+    if tool.startswith("fill-"):
+        from virtualizarr_fill import HDF5Parser, TIFFParser  # noqa: F401
+    imported = time.perf_counter()
+    if tool == "fill-series":
+        import virtualizarr_fill
+        from virtualizarr_fill import HDF5Parser, TIFFParser
+
+        parser = TIFFParser() if kind == "tiff" else HDF5Parser()
+        vds = virtualizarr_fill.open_virtual_series(urls, registry, parser, dim)
+    elif tool == "fill-mfdataset":
+        from virtualizarr import open_virtual_mfdataset
+
+        import virtualizarr_fill
+        from virtualizarr_fill import HDF5Parser, TIFFParser
+
+        vds = open_virtual_mfdataset(
+            urls,
+            registry=registry,
+            parser=TIFFParser() if kind == "tiff" else HDF5Parser(),
+            combine="nested",
+            concat_dim=dim,
+            coords="minimal",
+            compat="override",
+            combine_attrs="drop_conflicts",
+        )
+    elif tool == "virtual-tiff":
+        from virtual_tiff import VirtualTIFF
+        from virtualizarr import open_virtual_mfdataset
+
+        vds = open_virtual_mfdataset(
+            urls, registry=registry, parser=VirtualTIFF(ifd=0), combine="nested", concat_dim=dim
+        )
+    elif tool == "hdfparser":
+        from virtualizarr import open_virtual_mfdataset
+        from virtualizarr.parsers import HDFParser
+
+        vds = open_virtual_mfdataset(
+            urls,
+            registry=registry,
+            parser=HDFParser(),
+            combine="nested",
+            concat_dim=dim,
+            coords="minimal",
+            compat="override",
+        )
+    else:
+        raise SystemExit(f"unknown tool {tool}")
+    combined = time.perf_counter()
+    repository = _repository(repo, data_dir)
+    session = repository.writable_session("main")
+    if tool.startswith("fill-"):
+        virtualizarr_fill.to_icechunk(vds, session.store)
+    else:
+        vds.vz.to_icechunk(session.store)
+    session.commit("build")
+    done = time.perf_counter()
+    return {
+        "seconds": done - imported,
+        "imports": imported - start,
+        "combine": combined - imported,
+        "write": done - combined,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def read_back(kind: str, repo: Path, data_dir: Path) -> np.ndarray:
+    """Every value of the repository's main variable."""
+    import icechunk
+    import xarray as xr
+
+    prefix = f"file://{data_dir}/"
+    repository = icechunk.Repository.open(
+        icechunk.local_filesystem_storage(str(repo)),
+        authorize_virtual_chunk_access=icechunk.containers_credentials(
+            {prefix: icechunk.credentials.LocalFileSystemAccess}
+        ),
+    )
+    ds = xr.open_zarr(repository.readonly_session("main").store, consolidated=False)
+    name = "a" if kind == "netcdf" else next(n for n in ("band_data", "0") if n in ds)
+    return np.squeeze(ds[name].values)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _child(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
+    env = {**os.environ, "ZARR_ARRAY__RECTILINEAR_CHUNKS": "True"}
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", kind, tool, str(data_dir), str(repo)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--kinds", nargs="+", default=["tiff", "netcdf"])
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tools", nargs="+", help="only these tools")
+    parser.add_argument("--workdir", type=Path, help="keep the inputs here")
+    parser.add_argument("--child", nargs=4, metavar=("KIND", "TOOL", "DATA", "REPO"))
+    args = parser.parse_args()
+    if args.child:
+        kind, tool, data, repo = args.child
+        print(json.dumps(run_one(kind, tool, Path(data), Path(repo))))
+        return 0
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_build_"))
+    failed = False
+    for kind in args.kinds:
+        data_dir = (work / f"{kind}_{args.files}").resolve()
+        writer = write_tiffs if kind == "tiff" else write_netcdfs
+        writer(data_dir, args.files)
+        tools = [t for t in TOOLS[kind] if not args.tools or t in args.tools]
+        results: dict[str, list[dict[str, Any]]] = {t: [] for t in tools}
+        reference = None
+        for round_ in range(args.rounds):
+            shift = round_ % len(tools)
+            for tool in tools[shift:] + tools[:shift]:
+                repo = work / f"repo_{kind}_{tool}"
+                shutil.rmtree(repo, ignore_errors=True)
+                outcome = _child(kind, tool, data_dir, repo)
+                results[tool].append(outcome)
+                if "error" in outcome or round_:
+                    continue
+                values = read_back(kind, repo, data_dir)
+                if reference is None:
+                    reference = values
+                elif not np.array_equal(values, reference):
+                    outcome["error"] = "values differ from the first tool's"
+        print(f"\n## {kind}: {args.files} files -> Icechunk (medians of {args.rounds})\n")
+        print("| tool | parse + combine + write s | of which combine s | write s | peak MB | vs peer |")
+        print("|---|---|---|---|---|---|")
+        peer = [r["seconds"] for r in results.get(PEER[kind], []) if "error" not in r]
+        peer_median = statistics.median(peer) if peer else None
+        for tool, runs in results.items():
+            errors = [r["error"] for r in runs if "error" in r]
+            if errors:
+                failed = True
+                print(f"| {tool} | error: {errors[0]} | | | | |")
+                continue
+
+            def med(key: str, runs: list[dict[str, Any]] = runs) -> float:
+                return statistics.median(r[key] for r in runs)
+
+            ratio = f"{med('seconds') / peer_median:.2f}x" if peer_median else ""
+            print(
+                f"| {tool} | {med('seconds'):.1f} | {med('combine'):.1f} | {med('write'):.1f} "
+                f"| {med('peak_mb'):.0f} | {ratio} |"
+            )
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
