@@ -92,8 +92,7 @@ def _compare(path: Path) -> None:
             warnings.simplefilter("ignore")
             store = AutoParser()(f"file://{path}", registry)
     except VirtualizarrFillError:
-        pytest.skip("refused by the parser (tests/test_*_corpus cover why)")
-    compared = 0
+        return  # refused with a project error: nothing to compare (the corpus tests say why)
     for loadable, decode_times in [(None, None), ([], None), (None, False)]:
         outcomes = []
         for ours_first in (True, False):
@@ -119,9 +118,6 @@ def _compare(path: Path) -> None:
             continue
         assert not isinstance(ours, Exception), ours
         _assert_same_dataset(ours, theirs)
-        compared += 1
-    if not compared:
-        pytest.skip("VirtualiZarr cannot construct this file's dataset either")
 
 
 @pytest.mark.corpus
