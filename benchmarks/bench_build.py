@@ -22,11 +22,20 @@ chunks of 4 x 64 x 64, file k continuing file k - 1's time axis.
 * ``fill-mfdataset``: ``open_virtual_mfdataset(parser=HDF5Parser(), ...)`` + ``to_icechunk``;
 * ``hdfparser``: ``open_virtual_mfdataset(parser=HDFParser(), ...)`` + ``vds.vz.to_icechunk``.
 
-Every tool's repository is read back and compared with the first tool's values.
+Every tool's repository is read back and compared with the first tool's values. Then
+each repository is read whole, as users read it (``xr.open_zarr(store).load()`` with
+zarr's default codec pipeline, in a fresh process), next to reading the same files with
+the native reader one by one (tifffile, or h5py), interleaved: the ``read s`` column.
+
+Scale (``--synthetic N ...``): one GeoTIFF is parsed, and N stores are made from it
+(the same chunks under N file names, each file placed below the one before), then
+combined with ``open_virtual_series``' machinery and written to Icechunk, each N in a
+fresh process: time and peak memory should grow linearly with N.
 
 Run (virtual-tiff and VirtualiZarr's HDFParser from ``pip install -e ".[bench]"``)::
 
     python benchmarks/bench_build.py --kinds tiff netcdf --files 1000 --rounds 3
+    python benchmarks/bench_build.py --synthetic 1000 10000 100000
 """
 
 from __future__ import annotations
@@ -150,7 +159,7 @@ def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
     import xarray  # noqa: F401
 
     if tool.startswith("fill-"):
-        from virtualizarr_fill import HDF5Parser, TIFFParser  # noqa: F401
+        from virtualizarr_fill import HDF5Parser, TIFFParser
     imported = time.perf_counter()
     if tool == "fill-series":
         import virtualizarr_fill
@@ -214,6 +223,40 @@ def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
     }
 
 
+def time_read(kind: str, tool: str, repo: Path, data_dir: Path) -> float:
+    """Seconds to read the whole repository (or, for ``native``, every file)."""
+    warnings.simplefilter("ignore")
+    import xarray as xr
+
+    if tool == "native":
+        start = time.perf_counter()
+        if kind == "tiff":
+            import tifffile
+
+            for path in sorted(data_dir.glob("tile_*.tif")):
+                tifffile.imread(path)
+        else:
+            import h5py
+
+            for path in sorted(data_dir.glob("series_*.nc")):
+                with h5py.File(path) as f:
+                    for name in ("a", "b", "time", "lat", "lon"):
+                        f[name][()]
+        return time.perf_counter() - start
+    import icechunk
+
+    prefix = f"file://{data_dir}/"
+    start = time.perf_counter()
+    repository = icechunk.Repository.open(
+        icechunk.local_filesystem_storage(str(repo)),
+        authorize_virtual_chunk_access=icechunk.containers_credentials(
+            {prefix: icechunk.credentials.LocalFileSystemAccess}
+        ),
+    )
+    xr.open_zarr(repository.readonly_session("main").store, consolidated=False).load()
+    return time.perf_counter() - start
+
+
 def read_back(kind: str, repo: Path, data_dir: Path) -> np.ndarray:
     """Every value of the repository's main variable."""
     import icechunk
@@ -231,13 +274,68 @@ def read_back(kind: str, repo: Path, data_dir: Path) -> np.ndarray:
     return np.squeeze(ds[name].values)
 
 
+# --------------------------------------------------------------------------- scale
+
+
+def run_synthetic(count: int, work: Path) -> dict[str, Any]:
+    """Combine ``count`` synthetic files (see the module docstring) and write them."""
+    warnings.simplefilter("ignore")
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+    from virtualizarr.manifests import ManifestGroup
+
+    import virtualizarr_fill
+    from virtualizarr_fill.assemble import Collector
+    from virtualizarr_fill.assemble.series import combine_parts, order_parts
+    from virtualizarr_fill.manifests import FileManifestStore
+    from virtualizarr_fill.tiff import TIFFParser
+    from virtualizarr_fill.tiff.arrays import inlined_array
+
+    source = write_tiffs(work / "synthetic_source", 1)[0]
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    parsed = TIFFParser()(f"file://{source}", registry)
+    group = parsed._group
+    y = np.frombuffer(next(iter(group.arrays["y"].manifest._inlined.values())), "<f8")
+    start = time.perf_counter()
+    collector = Collector(["y"], new_dim=False, decode_times=None)
+    for k in range(count):
+        url = f"file://{work}/synthetic/tile_{k:06d}.tif"
+        arrays = dict(group.arrays)
+        arrays["band_data"] = arrays["band_data"].rename_paths(url)
+        arrays["y"] = inlined_array(y - k * 2560.0, ("y",))
+        store = FileManifestStore(
+            ManifestGroup(arrays=arrays, attributes=dict(group.metadata.attributes)),
+            registry=registry,
+            url=url,
+        )
+        collector.add(store)
+    collected = time.perf_counter()
+    vds = combine_parts(collector.template(), order_parts(collector.parts, "y"), "y")
+    combined = time.perf_counter()
+    repo = _repository(work / f"synthetic_repo_{count}", work / "synthetic")
+    session = repo.writable_session("main")
+    virtualizarr_fill.to_icechunk(vds, session.store)
+    session.commit("synthetic")
+    done = time.perf_counter()
+    return {
+        "files": count,
+        "collect": collected - start,
+        "combine": combined - collected,
+        "write": done - combined,
+        "seconds": done - start,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 # --------------------------------------------------------------------------- the table
 
 
-def _child(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
+def _child(
+    kind: str, tool: str, data_dir: Path, repo: Path, mode: str = "--child"
+) -> dict[str, Any]:
     env = {**os.environ, "ZARR_ARRAY__RECTILINEAR_CHUNKS": "True"}
     done = subprocess.run(
-        [sys.executable, __file__, "--child", kind, tool, str(data_dir), str(repo)],
+        [sys.executable, __file__, mode, kind, tool, str(data_dir), str(repo)],
         capture_output=True,
         text=True,
         env=env,
@@ -256,10 +354,44 @@ def main() -> int:
     parser.add_argument("--tools", nargs="+", help="only these tools")
     parser.add_argument("--workdir", type=Path, help="keep the inputs here")
     parser.add_argument("--child", nargs=4, metavar=("KIND", "TOOL", "DATA", "REPO"))
+    parser.add_argument("--read-child", nargs=4, metavar=("KIND", "TOOL", "DATA", "REPO"))
+    parser.add_argument("--no-read", action="store_true", help="skip the read-back timings")
+    parser.add_argument("--synthetic", nargs="+", type=int, metavar="N", help="scale runs")
+    parser.add_argument("--synthetic-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.synthetic_child:
+        work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_build_"))
+        print(json.dumps(run_synthetic(args.synthetic_child, work.resolve())))
+        return 0
+    if args.synthetic:
+        print("| files | collect s | combine s | write s | total s | peak MB |")
+        print("|---|---|---|---|---|---|")
+        for count in args.synthetic:
+            work = Path(tempfile.mkdtemp(prefix="bench_build_synthetic_"))
+            done = subprocess.run(
+                [sys.executable, __file__, "--synthetic-child", str(count), "--workdir", str(work)],
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**os.environ, "ZARR_ARRAY__RECTILINEAR_CHUNKS": "True"},
+            )
+            shutil.rmtree(work, ignore_errors=True)
+            if done.returncode:
+                print(f"| {count} | error: {done.stderr.strip().splitlines()[-1]} | | | | |")
+                continue
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+            print(
+                f"| {count} | {r['collect']:.1f} | {r['combine']:.1f} | {r['write']:.1f} "
+                f"| {r['seconds']:.1f} | {r['peak_mb']:.0f} |"
+            )
+        return 0
     if args.child:
         kind, tool, data, repo = args.child
         print(json.dumps(run_one(kind, tool, Path(data), Path(repo))))
+        return 0
+    if args.read_child:
+        kind, tool, data, repo = args.read_child
+        print(json.dumps({"read": time_read(kind, tool, Path(repo), Path(data))}))
         return 0
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_build_"))
     failed = False
@@ -284,9 +416,23 @@ def main() -> int:
                     reference = values
                 elif not np.array_equal(values, reference):
                     outcome["error"] = "values differ from the first tool's"
+        reads: dict[str, list[float]] = {t: [] for t in [*tools, "native"]}
+        if not args.no_read:
+            readers = [*tools, "native"]
+            for round_ in range(args.rounds):
+                shift = round_ % len(readers)
+                for tool in readers[shift:] + readers[:shift]:
+                    outcome = _child(
+                        kind, tool, data_dir, work / f"repo_{kind}_{tool}", "--read-child"
+                    )
+                    if "read" in outcome:
+                        reads[tool].append(outcome["read"])
         print(f"\n## {kind}: {args.files} files -> Icechunk (medians of {args.rounds})\n")
-        print("| tool | parse + combine + write s | of which combine s | write s | peak MB | vs peer |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| tool | parse + combine + write s | of which combine s | write s | peak MB "
+            "| vs peer | read s |"
+        )
+        print("|---|---|---|---|---|---|---|")
         peer = [r["seconds"] for r in results.get(PEER[kind], []) if "error" not in r]
         peer_median = statistics.median(peer) if peer else None
         for tool, runs in results.items():
@@ -300,10 +446,14 @@ def main() -> int:
                 return statistics.median(r[key] for r in runs)
 
             ratio = f"{med('seconds') / peer_median:.2f}x" if peer_median else ""
+            read = f"{statistics.median(reads[tool]):.1f}" if reads[tool] else ""
             print(
                 f"| {tool} | {med('seconds'):.1f} | {med('combine'):.1f} | {med('write'):.1f} "
-                f"| {med('peak_mb'):.0f} | {ratio} |"
+                f"| {med('peak_mb'):.0f} | {ratio} | {read} |"
             )
+        if reads["native"]:
+            print(f"| native reader, file by file | | | | | | "
+                  f"{statistics.median(reads['native']):.1f} |")
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0

@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Literal
 
-from virtualizarr_fill.assemble.mosaic import combine_tiles, tile_grid
-from virtualizarr_fill.assemble.parts import FilePart, file_part, template
-from virtualizarr_fill.assemble.series import combine_parts, order_parts
+import xarray as xr
+
+from virtualizarr_fill.assemble.mosaic import X, Y, combine_tiles, tile_grid
+from virtualizarr_fill.assemble.parts import FilePart, compact, file_part, template
+from virtualizarr_fill.assemble.series import check_same_structure, combine_parts, order_parts
 
 if TYPE_CHECKING:
-    import xarray as xr
     from obspec_utils.registry import ObjectStoreRegistry
 
     from virtualizarr_fill.manifests.store import FileManifestStore
@@ -29,24 +30,50 @@ if TYPE_CHECKING:
 OnFillConflict = Literal["error", "use_first", "drop"]
 
 
-def _parse(
+class Collector:
+    """Parsed files for a combination along ``dims``: each checked against the first
+    and compacted as it arrives (:func:`~.parts.compact`), so that what is kept grows
+    with the chunk references only; the first file's store gives the template."""
+
+    def __init__(self, dims: Sequence[str], *, new_dim: bool, decode_times: bool | None):
+        self.dims = list(dims)
+        self.new_dim = new_dim
+        self.decode_times = decode_times
+        self.parts: list[FilePart] = []
+        self._reference: FilePart | None = None
+        self._first: FileManifestStore | None = None
+        self._combined: list[str] = []
+
+    def add(self, store: FileManifestStore) -> None:
+        """Check and keep one parsed file."""
+        part = file_part(store, decode_times=self.decode_times)
+        if self._reference is None:
+            self._reference, self._first = part, store
+            self._combined = part.combined(self.dims, self.new_dim)
+        check_same_structure(self._reference, part, self.dims)
+        self.parts.append(compact(part, self._reference, self._combined, self.dims))
+
+    def template(self) -> xr.Dataset:
+        """The first file's virtual dataset."""
+        if self._first is None:
+            raise ValueError("no files to combine")
+        return template(self._first, decode_times=self.decode_times)
+
+
+def _collect(
     urls: Sequence[str],
     registry: ObjectStoreRegistry,
     parser: Callable[..., Any],
     executor: Executor | None,
-) -> list[FileManifestStore]:
+    collector: Collector,
+) -> Collector:
     def one(url: str) -> Any:
         return parser(url=url, registry=registry)
 
-    if executor is None:
-        return [one(url) for url in urls]
-    return list(executor.map(one, urls))
-
-
-def _parts(
-    stores: Sequence[FileManifestStore], decode_times: bool | None
-) -> list[FilePart]:
-    return [file_part(store, decode_times=decode_times) for store in stores]
+    stores = map(one, urls) if executor is None else executor.map(one, urls)
+    for store in stores:
+        collector.add(store)
+    return collector
 
 
 def _fill_rule(on_fill_conflict: OnFillConflict) -> contextlib.AbstractContextManager[Any]:
@@ -111,15 +138,16 @@ def open_virtual_series(
     urls = list(urls)
     if not urls:
         raise ValueError("no files to open")
-    stores = _parse(urls, registry, parser, executor)
-    parts = _parts(stores, decode_times)
-    ordered = parts if new_dim else order_parts(parts, dim, allow_gaps=allow_gaps)
-    first = stores[parts.index(ordered[0])]
-    base = template(first, decode_times=decode_times)
+    collector = Collector([dim], new_dim=new_dim, decode_times=decode_times)
+    _collect(urls, registry, parser, executor, collector)
+    base = collector.template()
+    first = collector.parts[0].url
     if new_dim and dim in base.dims:
-        raise ValueError(f"{dim!r} is already a dimension of {first.url}; drop new_dim")
+        raise ValueError(f"{dim!r} is already a dimension of {first}; drop new_dim")
     if not new_dim and dim not in base.dims:
-        raise ValueError(f"{first.url} has no dimension {dim!r} (dimensions: {list(base.dims)})")
+        raise ValueError(f"{first} has no dimension {dim!r} (dimensions: {list(base.dims)})")
+    parts = collector.parts
+    ordered = parts if new_dim else order_parts(parts, dim, allow_gaps=allow_gaps)
     with _fill_rule(on_fill_conflict):
         return combine_parts(base, ordered, dim, new_dim=new_dim)
 
@@ -171,12 +199,12 @@ def open_virtual_mosaic(
     urls = list(urls)
     if not urls:
         raise ValueError("no tiles to open")
-    stores = _parse(urls, registry, parser, executor)
-    parts = _parts(stores, None)
-    grid = tile_grid(parts, allow_gaps=allow_gaps)
-    top_left = stores[parts.index(grid[0][0])]
+    collector = _collect(
+        urls, registry, parser, executor, Collector([Y, X], new_dim=False, decode_times=None)
+    )
+    grid = tile_grid(collector.parts, allow_gaps=allow_gaps)
     with _fill_rule(on_fill_conflict):
-        return combine_tiles(template(top_left), grid)
+        return combine_tiles(collector.template(), grid)
 
 
-__all__ = ["FilePart", "open_virtual_mosaic", "open_virtual_series"]
+__all__ = ["Collector", "FilePart", "open_virtual_mosaic", "open_virtual_series"]

@@ -22,8 +22,8 @@ import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
-from virtualizarr_fill.assemble.parts import FilePart, common_attributes, stripped
-from virtualizarr_fill.assemble.series import assembled, order_parts, whole_chunk
+from virtualizarr_fill.assemble.parts import FilePart, common_attributes
+from virtualizarr_fill.assemble.series import assembled, leading, order_parts, whole_chunk
 from virtualizarr_fill.errors import IncompatibleArraysError
 
 X, Y = "x", "y"
@@ -31,10 +31,9 @@ GRID_MAPPING = "spatial_ref"
 
 
 def _crs(part: FilePart) -> Any:
-    array = part.arrays.get(GRID_MAPPING)
-    if array is None:
+    attributes = part.var_attrs.get(GRID_MAPPING)
+    if attributes is None:
         return None
-    attributes = array.metadata.attributes
     return attributes.get("crs_wkt", attributes.get("spatial_ref"))
 
 
@@ -106,10 +105,10 @@ def combine_tiles(template: xr.Dataset, grid: Sequence[Sequence[FilePart]]) -> x
         key = str(name)
         along = [d for d in (Y, X) if d in variable.dims]
         if not along:
-            variables[name] = variable
+            variables[name] = leading(grid[0][0], key, variable)
             continue
         if isinstance(variable.data, ManifestArray):
-            rows: list[list[Any]] = [[stripped(part.arrays[key]) for part in row] for row in grid]
+            rows: list[list[Any]] = [[part.arrays[key] for part in row] for row in grid]
             data: Any
             if X in variable.dims:
                 x_axis = variable.dims.index(X)
@@ -120,13 +119,13 @@ def combine_tiles(template: xr.Dataset, grid: Sequence[Sequence[FilePart]]) -> x
                 data = np.concatenate([row[0] for row in rows], axis=variable.dims.index(Y))  # type: ignore[arg-type]
             else:
                 data = rows[0][0]
-            attrs = common_attributes([part.arrays[key].metadata.attributes for part in parts])
+            attrs = common_attributes([part.var_attrs[key] for part in parts])
         elif key in (X, Y):
             pieces = grid[0] if key == X else [row[0] for row in grid]
             data = np.concatenate([part.coords[key].values for part in pieces])
             attrs = common_attributes([part.coords[key].attrs for part in pieces])
             variables[name] = xr.Variable(
-                variable.dims, data, attrs, whole_chunk(variable, len(data))
+                variable.dims, data, attrs, whole_chunk(pieces[0].coords[key], len(data))
             )
             continue
         else:

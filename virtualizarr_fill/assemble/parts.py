@@ -3,15 +3,19 @@
 Combining N files through xarray (``open_virtual_mfdataset``, ``xr.combine_nested``)
 builds N Datasets, each with its coordinates decoded and indexed, and aligns them: most
 of the time of building a store from many small files. :class:`FilePart` keeps only
-what :mod:`.series` and :mod:`.mosaic` use: the file's arrays as the virtual variables
-will wrap them, the decoded values of its 1-D dimension coordinates, and the attributes
-of its variables and group. The first file of a combination is also built as a full
-Dataset (:func:`template`), whose structure the result takes.
+what :mod:`.series` and :mod:`.mosaic` use: each array as the file's virtual variable
+would wrap it, with its dimensions and attributes; the decoded 1-D dimension
+coordinates; the dataset's attributes. Once checked against the first file,
+:func:`compact` keeps of a file only what the combination takes from it (the manifests
+of the variables being combined, their coordinates), sharing everything equal to the
+first file's, so that memory grows with the chunk references, not with the files'
+metadata. The first file of a combination is also built as a full Dataset
+(:func:`template`), whose structure the result takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,32 +29,57 @@ from virtualizarr_fill.manifests.store import FileManifestStore
 
 @dataclass
 class FilePart:
-    """One parsed file, for combining (small: its manifests and coordinate values)."""
+    """One parsed file, for combining."""
 
     url: str
-    #: The root group's arrays (FillManifestArrays, metadata with dimension names).
+    #: Each array as its virtual variable wraps it (no dimension names, fill attributes).
     arrays: dict[str, ManifestArray]
-    #: The group's attributes.
+    #: Each array's dimensions.
+    dims: dict[str, tuple[str, ...]]
+    #: Each array's attributes (its variable's).
+    var_attrs: dict[str, dict[str, Any]]
+    #: The dataset's attributes (the group's, less those xarray consumes).
     attributes: dict[str, Any]
-    #: The 1-D dimension coordinates, decoded (name -> variable with values in memory).
+    #: The 1-D dimension coordinates, decoded, with values in memory.
     coords: dict[str, xr.Variable] = field(default_factory=dict)
+    #: Names of the arrays that are coordinates of the file's dataset.
+    coord_names: frozenset[str] = frozenset()
 
-    def dims(self, name: str) -> tuple[str, ...]:
-        return tuple(str(d) for d in (self.arrays[name].metadata.dimension_names or ()))
+    def combined(self, dims: Sequence[str], new_dim: bool) -> list[str]:
+        """The virtual variables a combination along ``dims`` concatenates (stacking
+        along a new dimension: every data variable)."""
+        return [
+            name
+            for name in self.arrays
+            if name not in self.coords
+            and (
+                name not in self.coord_names if new_dim else any(d in self.dims[name] for d in dims)
+            )
+        ]
 
     def sizes(self) -> dict[str, int]:
         sizes: dict[str, int] = {}
-        for array in self.arrays.values():
-            for dim, n in zip(array.metadata.dimension_names or (), array.shape, strict=True):
-                sizes[str(dim)] = n
+        for name, array in self.arrays.items():
+            for dim, n in zip(self.dims[name], array.shape, strict=True):
+                sizes[dim] = n
         return sizes
 
 
 #: Attributes xarray's CF decoding reads; a variable with none of them, of plain numbers
 #: in native byte order, decodes to itself.
 _CF_ATTRIBUTES = frozenset(
-    {"units", "calendar", "scale_factor", "add_offset", "_FillValue", "missing_value",
-     "_Unsigned", "dtype", "_Encoding", "flag_values"}
+    {
+        "units",
+        "calendar",
+        "scale_factor",
+        "add_offset",
+        "_FillValue",
+        "missing_value",
+        "_Unsigned",
+        "dtype",
+        "_Encoding",
+        "flag_values",
+    }
 )
 
 
@@ -62,28 +91,51 @@ def _decode(name: str, variable: xr.Variable, decode_times: bool | None) -> xr.V
         and not _CF_ATTRIBUTES.intersection(variable.attrs)
         and isinstance(variable.data, np.ndarray)
     ):
-        return variable
+        # What xarray's decoding makes of it: the same values, the dtype recorded.
+        return xr.Variable(
+            variable.dims, variable.data, variable.attrs, {**variable.encoding, "dtype": dtype}
+        )
     options: dict[str, Any] = {}
     if decode_times is not None:
         options["decode_times"] = decode_times
     return xr.conventions.decode_cf_variable(name, variable, **options)
 
 
-def file_part(
-    store: FileManifestStore, *, decode_times: bool | None = None, coords: bool = True
-) -> FilePart:
-    """The :class:`FilePart` of a parsed file: its root group's arrays and, with
-    ``coords``, the decoded values of its 1-D dimension coordinates."""
+def dataset_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes of a file's virtual dataset: its group's, less those xarray
+    consumes (``coordinates``, and netCDF-C's own ``_nc*``)."""
+    return {
+        k: v
+        for k, v in attributes.items()
+        if k != "coordinates" and not k.lower().startswith("_nc")
+    }
+
+
+def file_part(store: FileManifestStore, *, decode_times: bool | None = None) -> FilePart:
+    """The :class:`FilePart` of a parsed file (its root group)."""
     group: ManifestGroup = store._group
-    arrays = dict(group.arrays)
+    attributes = group.metadata.attributes
+    listed = attributes.get("coordinates", "")
+    coord_names = set(listed.split() if isinstance(listed, str) else listed)
     part = FilePart(
-        url=store.url, arrays=arrays, attributes=dict(group.metadata.attributes)
+        url=store.url,
+        arrays={},
+        dims={},
+        var_attrs={},
+        attributes=dataset_attributes(attributes),
     )
-    if coords:
-        for name, array in arrays.items():
-            if tuple(array.metadata.dimension_names or ()) == (name,):
-                decoded = _decode(name, loadable_variable(store, name, array), decode_times)
-                part.coords[name] = decoded.load()
+    for name, array in group.arrays.items():
+        variable = array.to_virtual_variable()
+        part.arrays[name] = variable.data
+        part.dims[name] = tuple(str(d) for d in variable.dims)
+        part.var_attrs[name] = dict(variable.attrs)
+        if isinstance(variable.attrs.get("coordinates"), str):
+            coord_names.update(variable.attrs["coordinates"].split())
+        if part.dims[name] == (name,):
+            coord_names.add(name)
+            decoded = _decode(name, loadable_variable(store, name, array), decode_times)
+            part.coords[name] = decoded.load()
+    part.coord_names = frozenset(coord_names)
     return part
 
 
@@ -92,9 +144,66 @@ def template(store: FileManifestStore, *, decode_times: bool | None = None) -> x
     return store.to_virtual_dataset(decode_times=decode_times)
 
 
-def stripped(array: ManifestArray) -> ManifestArray:
-    """The array as a virtual variable wraps it (``to_virtual_variable``'s data)."""
-    return array.to_virtual_variable().data  # type: ignore[no-any-return]
+def _shared(reference: Any, value: Any) -> Any:
+    """``reference`` where it equals ``value`` (one object for every file), else ``value``."""
+    if value is reference:
+        return reference
+    try:
+        return reference if bool(reference == value) else value
+    except (TypeError, ValueError):  # values that do not compare to one truth value
+        return value
+
+
+def _sharing_metadata(reference: ManifestArray, array: ManifestArray) -> ManifestArray:
+    metadata = _shared(reference.metadata, array.metadata)
+    if metadata is array.metadata:
+        return array
+    shared: ManifestArray = object.__new__(type(array))
+    shared.__dict__.update(array.__dict__)
+    shared._metadata = metadata
+    return shared
+
+
+def _shared_array(reference: ManifestArray, array: ManifestArray) -> ManifestArray:
+    """``reference`` where ``array`` holds the same metadata and chunk references."""
+    shared = _sharing_metadata(reference, array)
+    if shared.metadata is reference.metadata and _shared(reference.manifest, array.manifest) is (
+        reference.manifest
+    ):
+        return reference
+    return shared
+
+
+def compact(
+    part: FilePart, reference: FilePart, combined: Iterable[str], dims: Iterable[str]
+) -> FilePart:
+    """``part`` reduced to what a combination along ``dims`` takes from it, everything
+    equal to ``reference``'s shared with it: the virtual variables (the ``combined``
+    ones with their own chunk references), every variable's attributes, and the
+    coordinates (those along other dimensions, equal to ``reference``'s as checked by
+    :func:`~.series.check_same_structure`, shared)."""
+    along_dims = set(dims)
+    along = set(combined)
+    arrays = {}
+    for name, array in part.arrays.items():
+        if name in part.coords:
+            continue  # loaded: its values are in ``coords``
+        if name in along:
+            arrays[name] = _sharing_metadata(reference.arrays[name], array)
+        else:
+            arrays[name] = _shared_array(reference.arrays[name], array)
+    return FilePart(
+        url=part.url,
+        arrays=arrays,
+        dims=reference.dims,
+        var_attrs={n: _shared(reference.var_attrs[n], a) for n, a in part.var_attrs.items()},
+        attributes=_shared(reference.attributes, part.attributes),
+        coords={
+            n: c if along_dims.intersection(c.dims) else reference.coords[n]
+            for n, c in part.coords.items()
+        },
+        coord_names=reference.coord_names,
+    )
 
 
 def common_attributes(attribute_sets: Sequence[Mapping[Any, Any]]) -> dict[Hashable, Any]:
@@ -104,7 +213,11 @@ def common_attributes(attribute_sets: Sequence[Mapping[Any, Any]]) -> dict[Hasha
 
     result: dict[Hashable, Any] = {}
     dropped: set[Hashable] = set()
+    seen: set[int] = set()
     for attributes in attribute_sets:
+        if id(attributes) in seen:  # a shared dict: nothing new
+            continue
+        seen.add(id(attributes))
         for key, value in attributes.items():
             if key in dropped:
                 continue
@@ -116,16 +229,11 @@ def common_attributes(attribute_sets: Sequence[Mapping[Any, Any]]) -> dict[Hasha
     return result
 
 
-def with_data(variable: xr.Variable, data: Any, attrs: Mapping[Hashable, Any]) -> xr.Variable:
-    """``variable``'s dimensions and encoding around new data and attributes."""
-    return xr.Variable(variable.dims, data, dict(attrs), dict(variable.encoding))
-
-
 __all__ = [
     "FilePart",
     "common_attributes",
+    "compact",
+    "dataset_attributes",
     "file_part",
-    "stripped",
     "template",
-    "with_data",
 ]

@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
-from virtualizarr_fill.assemble.parts import FilePart, common_attributes, stripped
+from virtualizarr_fill.assemble.parts import FilePart, common_attributes
 from virtualizarr_fill.errors import IncompatibleArraysError
 
 
@@ -120,33 +120,33 @@ def _same_values(a: xr.Variable, b: xr.Variable) -> bool:
     return bool(np.array_equal(np.asarray(a.values), np.asarray(b.values)))
 
 
-def _check_same_structure(template: xr.Dataset, parts: Sequence[FilePart], dim: str) -> None:
-    reference = parts[0]
+def check_same_structure(reference: FilePart, part: FilePart, dims: Sequence[str]) -> None:
+    """Refuse a file whose variables, their dimensions, or 1-D coordinates along any
+    dimension but ``dims`` differ from ``reference``'s (xarray's ``join="exact"``)."""
     names = set(reference.arrays)
-    for part in parts[1:]:
-        if set(part.arrays) != names:
-            missing = sorted(names - set(part.arrays))
-            extra = sorted(set(part.arrays) - names)
+    if set(part.arrays) != names:
+        missing = sorted(names - set(part.arrays))
+        extra = sorted(set(part.arrays) - names)
+        raise IncompatibleArraysError(
+            f"{part.url} and {reference.url} hold different variables "
+            f"(missing {missing}, extra {extra})"
+        )
+    for name in names:
+        if part.dims[name] != reference.dims[name]:
             raise IncompatibleArraysError(
-                f"{part.url} and {reference.url} hold different variables "
-                f"(missing {missing}, extra {extra})"
+                f"{part.url}: {name!r} has dimensions {part.dims[name]}, "
+                f"{reference.url} has {reference.dims[name]}"
             )
-        for name in names:
-            if part.dims(name) != reference.dims(name):
-                raise IncompatibleArraysError(
-                    f"{part.url}: {name!r} has dimensions {part.dims(name)}, "
-                    f"{reference.url} has {reference.dims(name)}"
-                )
-        for name, coordinate in reference.coords.items():
-            if name == dim:
-                continue
-            other = part.coords.get(name)
-            if other is None or not _same_values(coordinate, other):
-                raise IncompatibleArraysError(
-                    f"{part.url} and {reference.url} have different {name!r} coordinates, so "
-                    f"they cannot be combined along {dim!r} (a mosaic needs files that "
-                    "share every other coordinate)"
-                )
+    for name, coordinate in reference.coords.items():
+        if name in dims:
+            continue
+        other = part.coords.get(name)
+        if other is None or not _same_values(coordinate, other):
+            raise IncompatibleArraysError(
+                f"{part.url} and {reference.url} have different {name!r} coordinates, so "
+                f"they cannot be combined along {', '.join(map(repr, dims))} (files to "
+                "combine share every other coordinate)"
+            )
 
 
 def combine_parts(
@@ -156,19 +156,20 @@ def combine_parts(
     *,
     new_dim: bool = False,
 ) -> xr.Dataset:
-    """The files (``parts``, in order; ``template`` the first one's virtual dataset)
-    combined along ``dim``: see the module docstring."""
-    _check_same_structure(template, parts, dim)
+    """The files (``parts``, compacted, in order; ``template`` the virtual dataset of
+    any of them, whose structure the result takes) combined along ``dim``: see the
+    module docstring."""
+    combined = set(parts[0].combined([dim], new_dim))
     variables: dict[Hashable, xr.Variable] = {}
     for name, variable in template.variables.items():
-        along = (dim in variable.dims) if not new_dim else (name in template.data_vars)
+        along = name in combined or (not new_dim and dim in variable.dims)
         if not along:
-            variables[name] = variable
+            variables[name] = leading(parts[0], str(name), variable)
             continue
         key = str(name)
         if isinstance(variable.data, ManifestArray):
-            arrays = [stripped(part.arrays[key]) for part in parts]
-            attrs = common_attributes([part.arrays[key].metadata.attributes for part in parts])
+            arrays = [part.arrays[key] for part in parts]
+            attrs = common_attributes([part.var_attrs[key] for part in parts])
             if new_dim:
                 data: Any = np.stack(arrays, axis=0)  # type: ignore[call-overload]
                 dims: tuple[Hashable, ...] = (dim, *variable.dims)
@@ -180,7 +181,9 @@ def combine_parts(
             data = np.concatenate([c.values for c in coordinates])
             attrs = common_attributes([c.attrs for c in coordinates])
             dims = variable.dims
-            variables[name] = xr.Variable(dims, data, attrs, whole_chunk(variable, len(data)))
+            # the first file's encoding (its time units, say), as xarray keeps it
+            encoding = whole_chunk(coordinates[0], len(data))
+            variables[name] = xr.Variable(dims, data, attrs, encoding)
             continue
         else:
             raise IncompatibleArraysError(
@@ -189,6 +192,16 @@ def combine_parts(
             )
         variables[name] = xr.Variable(dims, data, attrs, dict(variable.encoding))
     return assembled(template, variables, parts)
+
+
+def leading(part: FilePart, name: str, variable: xr.Variable) -> xr.Variable:
+    """``variable`` as the leading file ``part`` holds it (xarray's ``compat="override"``
+    takes variables that are not combined from the first file)."""
+    attrs = part.var_attrs.get(name, variable.attrs)
+    if name in part.coords:
+        coordinate = part.coords[name]
+        return xr.Variable(variable.dims, coordinate.data, attrs, dict(variable.encoding))
+    return xr.Variable(variable.dims, part.arrays[name], attrs, dict(variable.encoding))
 
 
 def whole_chunk(variable: xr.Variable, length: int) -> dict[Hashable, Any]:
@@ -202,16 +215,6 @@ def whole_chunk(variable: xr.Variable, length: int) -> dict[Hashable, Any]:
     return encoding
 
 
-def dataset_attributes(part: FilePart) -> dict[Hashable, Any]:
-    """The attributes of a file's virtual dataset (its group's, less those xarray
-    consumes: ``coordinates``, and netCDF-C's own ``_nc*``)."""
-    return {
-        k: v
-        for k, v in part.attributes.items()
-        if k != "coordinates" and not k.lower().startswith("_nc")
-    }
-
-
 def assembled(
     template: xr.Dataset, variables: dict[Hashable, xr.Variable], parts: Sequence[FilePart]
 ) -> xr.Dataset:
@@ -221,8 +224,15 @@ def assembled(
     return xr.Dataset(
         {n: v for n, v in variables.items() if n not in coord_names},
         coords={n: v for n, v in variables.items() if n in coord_names},
-        attrs=common_attributes([dataset_attributes(part) for part in parts]),
+        attrs=common_attributes([part.attributes for part in parts]),
     )
 
 
-__all__ = ["assembled", "combine_parts", "dataset_attributes", "order_parts", "whole_chunk"]
+__all__ = [
+    "assembled",
+    "check_same_structure",
+    "combine_parts",
+    "leading",
+    "order_parts",
+    "whole_chunk",
+]
