@@ -324,3 +324,46 @@ def test_mosaic_refuses_bad_tile_sets(tmp_path: Path, case: str, message: str) -
         paths = _tiles(tmp_path, bands={(1, 2): 2})
     with pytest.raises(IncompatibleArraysError, match=message):
         _mosaic(paths)
+
+
+def test_series_keeps_the_cf_attributes_users_decode(tmp_path: Path) -> None:
+    """_FillValue, scale_factor, add_offset and grid_mapping survive the combination
+    (xr.combine_nested's default combine_attrs="drop" loses them): the series decodes to
+    what netCDF4 reads, masked and scaled."""
+    import netCDF4
+
+    paths = []
+    for k in range(3):
+        path = tmp_path / f"packed_{k}.nc"
+        with netCDF4.Dataset(path, "w") as f:
+            f.createDimension("time", 3)
+            time = f.createVariable("time", "f8", ("time",))
+            time.units = "days since 2001-01-01"
+            time[:] = np.arange(3) + 3 * k
+            crs = f.createVariable("crs", "i4")
+            crs.grid_mapping_name = "latitude_longitude"
+            packed = f.createVariable("t", "i2", ("time",), fill_value=-32768)
+            packed.scale_factor = 0.01
+            packed.add_offset = 0.0
+            packed.grid_mapping = "crs"
+            packed.set_auto_maskandscale(False)
+            packed[:] = np.array([352, -32768, 18], dtype="i2") + k
+        paths.append(path)
+    series = virtualizarr_fill.open_virtual_series(
+        [f"file://{p}" for p in paths[::-1]], REGISTRY, HDF5Parser(), "time"
+    )
+    attrs = series.t.attrs
+    assert attrs["scale_factor"] == 0.01 and attrs["add_offset"] == 0.0
+    assert attrs["grid_mapping"] == "crs" and attrs["_FillValue"] == -32768
+    from tests._manifest_builders import icechunk_read, icechunk_repo, icechunk_write
+
+    data = tmp_path
+    repo = icechunk_repo(tmp_path / "repo", data)
+    icechunk_write(repo, series)
+    decoded = icechunk_read(repo).t.values
+    expected = []
+    for path in paths:
+        with netCDF4.Dataset(path) as f:
+            expected.append(np.ma.filled(f["t"][:].astype("f8"), np.nan))
+    np.testing.assert_allclose(decoded, np.concatenate(expected), equal_nan=True)
+    assert np.isnan(decoded[1]) and decoded[0] == pytest.approx(3.52)
