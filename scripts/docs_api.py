@@ -110,6 +110,12 @@ def _documented_parameters(obj: Any) -> set[str]:
     return documented
 
 
+def undocumented_parameters(obj: Any) -> list[str]:
+    """Parameters of a griffe function or class its docstring's numpydoc sections omit."""
+    documented = _documented_parameters(obj)
+    return [name for name in _signature_parameters(obj) if name not in documented]
+
+
 def check_api(api_dir: Path = API_DIR) -> list[Problem]:
     """Public names without an API entry, a docstring, or a documented parameter.
 
@@ -134,8 +140,7 @@ def check_api(api_dir: Path = API_DIR) -> list[Problem]:
         if obj.docstring is None or not obj.docstring.value.strip():
             problems.append(Problem(name, "no docstring"))
             continue
-        missing = [p for p in _signature_parameters(obj) if p not in _documented_parameters(obj)]
-        if missing:
+        if missing := undocumented_parameters(obj):
             problems.append(
                 Problem(name, f"parameters not documented (numpydoc 'Parameters'): {missing}")
             )
