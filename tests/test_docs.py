@@ -140,11 +140,17 @@ def test_tutorial_page_runs(
     monkeypatch.delenv("HDF5_PLUGIN_PATH", raising=False)
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "__main__"}
-    for block in blocks:
-        if block.lang == "python":
-            _run_python(block, namespace)
-        else:
-            _run_bash(block, tmp_path)
+    try:
+        for block in blocks:
+            if block.lang == "python":
+                _run_python(block, namespace)
+            else:
+                _run_bash(block, tmp_path)
+    finally:
+        # A page that failed half-way leaves its dask client and cluster open.
+        for value in namespace.values():
+            if type(value).__name__ in ("Client", "LocalCluster"):
+                value.close()
 
 
 def test_skipped_blocks_are_few() -> None:
