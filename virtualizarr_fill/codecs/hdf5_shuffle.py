@@ -87,7 +87,7 @@ class HDF5ShuffleCodec(BytesBytesCodec):
         return unshuffle(data, self.elementsize)
 
     # Synchronous too: without it zarr (and the manifest read pipeline) hand every
-    # chunk of a chain holding this codec to the event loop, 50 times slower.
+    # chunk of a chain holding this codec to the event loop, far slower.
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return chunk_spec.prototype.buffer.from_bytes(
             self.decode_bytes(chunk_bytes.as_numpy_array())
