@@ -106,7 +106,9 @@ def _run_python(block: Block, namespace: dict[str, Any]) -> None:
 
 
 def _run_bash(block: Block, cwd: Path) -> None:
-    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    # The virtualizarr-fill command of this interpreter's environment comes first.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    environment = {**os.environ, "PATH": path}
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", block.code],
         cwd=cwd,
