@@ -6,7 +6,9 @@
 #                         run it with the oldest supported zarr, VirtualiZarr, xarray and
 #                         Icechunk (.ci/oldest-constraints.txt), in .venv-oldest
 #   scripts/dev.sh lint   ruff + mypy
-#   scripts/dev.sh ci     lint + test + test-oldest (what CI runs)
+#   scripts/dev.sh docs   build the documentation site (mkdocs build --strict, into site/);
+#                         any warning (a broken link, an undocumented public name) fails
+#   scripts/dev.sh ci     lint + docs + test + test-oldest (what CI runs)
 # Each finds a Python >= 3.12, creates .venv and installs the project into it when
 # needed (again whenever pyproject.toml or the constraints change).
 set -euo pipefail
@@ -75,11 +77,16 @@ run_tests() {
 run_lint() {
     cd "$ROOT"
     local paths=() path
-    for path in virtualizarr_fill tests examples fixtures benchmarks; do
+    for path in virtualizarr_fill tests examples fixtures benchmarks scripts; do
         [ -e "$path" ] && paths+=("$path")
     done
     "$VENV/bin/ruff" check "${paths[@]}"
     "$VENV/bin/mypy"
+}
+
+run_docs() {
+    cd "$ROOT"
+    NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --site-dir "$ROOT/site" "$@"
 }
 
 command="${1:-}"
@@ -94,7 +101,8 @@ case "$command" in
             | grep -iE '^(zarr|virtualizarr|xarray|icechunk) ' >&2 || true
         run_tests "$@" ;;
     lint) ensure_venv; run_lint ;;
-    ci) ensure_venv; run_lint; run_tests "$@"; "$0" test-oldest "$@" ;;
+    docs) ensure_venv; run_docs "$@" ;;
+    ci) ensure_venv; run_lint; run_docs; run_tests "$@"; "$0" test-oldest "$@" ;;
     venv) ensure_venv; echo "$VENV" ;;
-    *) echo "usage: scripts/dev.sh {demo|test|test-oldest|lint|ci} [args...]" >&2; exit 2 ;;
+    *) echo "usage: scripts/dev.sh {demo|test|test-oldest|lint|docs|ci} [args...]" >&2; exit 2 ;;
 esac

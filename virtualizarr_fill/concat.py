@@ -333,8 +333,21 @@ def fill_conflicts(on_conflict: OnConflict) -> Iterator[None]:
     or ``missing_value`` differ (a virtual array has one of each, so one file's
     missing data would be misread). Inside this context ``np.concatenate``,
     ``xr.concat`` and friends combine them with
-    :func:`virtualizarr_fill.fill.combine_fill_values` ``on_conflict`` rule
-    (``"use_first"`` or ``"drop"``), which warns about what is no longer masked.
+    :func:`virtualizarr_fill.fill.combine_fill_values` ``on_conflict`` rule, which
+    warns about what is no longer masked.
+
+    Parameters
+    ----------
+    on_conflict
+        ``"use_first"``: the first input's value of each field that differs;
+        ``"drop"``: the data type's default ``fill_value`` and no ``_FillValue`` or
+        ``missing_value`` for the fields that differ; ``"error"``: refuse, as outside
+        the context.
+
+    Examples
+    --------
+    >>> with virtualizarr_fill.fill_conflicts("use_first"):
+    ...     combined = xr.concat([vds_2020, vds_2021], dim="time")
     """
     token = _ON_CONFLICT.set(on_conflict)
     try:

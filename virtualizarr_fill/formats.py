@@ -156,6 +156,11 @@ class AutoParser:
         return self.hdf5 if self.hdf5 is not None else _default_hdf5_parser()
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """The ManifestStore of the file at ``url``, by the parser its signature calls for.
+
+        Raises :class:`UnknownFormatError` for a file that is neither TIFF nor HDF5, and
+        :class:`~virtualizarr_fill.errors.NotHDF5Error` for a netCDF-3 file.
+        """
         tiff = self.tiff if self.tiff is not None else TIFFParser()
         url = normalize_url(url)
         store, path = registry.resolve(url)

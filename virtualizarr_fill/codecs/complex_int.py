@@ -112,7 +112,26 @@ def complex_to_words(values: np.ndarray, component_type: str, real_part: str) ->
 
 @dataclass(frozen=True)
 class ComplexIntCodec(ArrayArrayCodec):
-    """Array->array codec between complex values and words holding integer part pairs."""
+    """Array->array codec between complex values and words holding integer part pairs.
+
+    Zarr has no complex-integer data type: TIFF samples with SampleFormat=5 (GDAL's
+    CInt16 and CInt32) are exposed as ``complex64`` and ``complex128``. Encoded, a chunk
+    is an array of unsigned words (``uint32`` for 16-bit parts, ``uint64`` for 32-bit
+    parts), one per sample, whose halves are the two parts (two's complement). The
+    specification for other implementations is on the site's *complex_int* page. JSON
+    form: ``{"name": "virtualizarr_fill.complex_int", "configuration":
+    {"component_type": "int16", "real_part": "low"}}``.
+
+    Parameters
+    ----------
+    component_type
+        Integer type of each part: ``"int16"`` (values are ``complex64``) or ``"int32"``
+        (values are ``complex128``).
+    real_part
+        Which half of each word holds the real part: ``"low"`` (little-endian files, and
+        files of either byte order with Predictor=2) or ``"high"`` (big-endian files
+        without a predictor).
+    """
 
     is_fixed_size = True
 

@@ -38,7 +38,12 @@ def reverse_bits(data: bytes | np.ndarray) -> bytes:
 
 @dataclass(frozen=True)
 class TiffBitorderCodec(BytesBytesCodec):
-    """Bytes->bytes codec reversing the bit order of every byte (decode and encode)."""
+    """Bytes->bytes codec reversing the bit order of every byte (decode and encode).
+
+    For TIFF files with FillOrder=2 (tag 266: the least significant bit of each byte
+    first). It takes no parameters; JSON form: ``{"name":
+    "virtualizarr_fill.tiff_bitorder", "configuration": {}}``.
+    """
 
     is_fixed_size = True
 

@@ -143,7 +143,27 @@ def apply_predictor(values: np.ndarray, predictor: int, axis: int, endian: str) 
 
 @dataclass(frozen=True)
 class TiffPredictorCodec(ArrayArrayCodec):
-    """Array->array codec undoing TIFF predictor 2 or 3 along ``axis`` (storage order)."""
+    """Array->array codec undoing TIFF predictor 2 or 3 along ``axis`` (storage order).
+
+    Predictor 2 (horizontal differencing) is undone on the integers the ``bytes`` codec
+    decoded (on the bits of floating-point samples, as libtiff and GDAL difference
+    them); predictor 3 (floating point) on the stored byte planes, which the codec
+    recovers by serialising the array in ``endian`` order. It sits before the ``bytes``
+    codec, so a truncate or crop codec can follow that one directly. JSON form:
+    ``{"name": "virtualizarr_fill.tiff_predictor", "configuration": {"predictor": 2,
+    "axis": -1, "endian": "little"}}``.
+
+    Parameters
+    ----------
+    predictor
+        The TIFF Predictor tag: 2 (horizontal differencing) or 3 (floating point).
+    axis
+        The row axis (x) in storage order: -1, or -2 for pixel-interleaved samples (the
+        last axis then holds the samples of one pixel, differenced independently).
+    endian
+        Byte order of the ``bytes`` codec that follows: ``"little"`` (default) or
+        ``"big"``.
+    """
 
     is_fixed_size = True
 

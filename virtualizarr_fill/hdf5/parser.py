@@ -176,6 +176,14 @@ class _FileSession:
 class HDF5Parser:
     """Create a VirtualiZarr ``ManifestStore`` from an HDF5 or netCDF-4 file.
 
+    Called as ``parser(url, registry)``, it reads the file's metadata and chunk indexes
+    and returns a :class:`~virtualizarr_fill.manifests.FileManifestStore`: one array per
+    dataset, with its filters as Zarr codecs, its header fill value as the Zarr
+    ``fill_value``, its attributes (``_FillValue`` encoded as xarray expects), and
+    dimension names from netCDF dimension scales (``phony_dim_N`` where a dataset has
+    none). Groups become groups, for :func:`virtualizarr.open_virtual_datatree`. Edge
+    chunks, which HDF5 stores padded, keep a regular grid in a single file.
+
     Parameters
     ----------
     group
@@ -200,6 +208,23 @@ class HDF5Parser:
     reader_options
         Keyword arguments for :class:`virtualizarr_fill.io.StoreFile` (``block_size``,
         ``first_request``; both 1 MiB by default).
+
+    Raises
+    ------
+    virtualizarr_fill.NotHDF5Error
+        The object is not an HDF5 file (netCDF-3 files included).
+    virtualizarr_fill.CorruptFileError
+        The file's metadata or chunk index is damaged or truncated.
+    ValueError
+        ``group`` names no group of the file.
+
+    Examples
+    --------
+    >>> registry = ObjectStoreRegistry({"file://": LocalStore()})
+    >>> vds = open_virtual_dataset("file:///data/t2m.nc", registry=registry,
+    ...                            parser=HDF5Parser(drop_variables=["lat_bnds"]))
+    >>> tree = open_virtual_datatree("file:///data/granule.h5", registry=registry,
+    ...                              parser=HDF5Parser(on_unsupported="raise"))
     """
 
     def __init__(

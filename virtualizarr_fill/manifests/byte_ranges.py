@@ -94,8 +94,8 @@ def get_ranges(store: Any, path: str, starts: list[int], ends: list[int]) -> lis
     """The byte ranges ``starts[i]:ends[i]`` of object ``path`` of ``store`` (obstore's
     blocking ``get_ranges``).
 
-    obstore answers a ``LocalStore`` call on its runtime's worker threads, about 60 µs
-    even for one small range, the cost of reading most of a small array: a few ranges
+    obstore answers a ``LocalStore`` call on its runtime's worker threads, which even
+    for one small range costs most of reading a small array: a few ranges
     of a local file are read here with ``os.pread`` (the same bytes). A range past the
     end of the file goes to obstore, which reports it."""
     if isinstance(store, LocalStore) and len(starts) <= LOCAL_RANGES:

@@ -4,7 +4,7 @@ It is VirtualiZarr's ``ManifestStore`` for one parsed file, with
 
 * a one-line ``str`` naming the file: zarr formats ``str(store)`` into every group and
   array it opens, and VirtualiZarr's renders every array and manifest of the store
-  (opening one array of a file with a thousand datasets cost tens of milliseconds);
+  (opening one array of a file with a thousand datasets cost as much as opening all);
 * each node's ``zarr.json`` encoded once per (immutable) metadata object rather than at
   every request, and ``None`` for the ``zarr.json`` of a path that names no node
   (VirtualiZarr's serves the deepest existing ancestor's, so ``group["typo"]`` opened

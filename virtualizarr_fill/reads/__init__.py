@@ -37,8 +37,11 @@ from collections.abc import Iterator
 
 import zarr
 
-#: ``codec_pipeline.path`` of :class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`.
 PIPELINE_PATH = "virtualizarr_fill.reads.pipeline.ManifestCodecPipeline"
+"""zarr's ``codec_pipeline.path`` setting that selects
+:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`, for a whole process
+(``ZARR_CODEC_PIPELINE__PATH`` in a dask worker's environment) or with
+``zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})``."""
 
 _lock = threading.Lock()
 _open_blocks = 0
@@ -48,7 +51,17 @@ _installed = False
 @contextlib.contextmanager
 def use_manifest_pipeline() -> Iterator[None]:
     """Read with :class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline` inside
-    the ``with`` block (zarr's ``codec_pipeline.path`` setting)."""
+    the ``with`` block (zarr's ``codec_pipeline.path`` setting).
+
+    The pipeline reads a whole batch of a ManifestStore's chunks at once; reads of any
+    other store inside the block go to zarr's own pipeline. Nothing of zarr is replaced
+    (:func:`fast_reads` goes further).
+
+    Examples
+    --------
+    >>> with virtualizarr_fill.use_manifest_pipeline():
+    ...     values = zarr.open_array(store, path="band_data", mode="r")[...]
+    """
     with zarr.config.set({"codec_pipeline.path": PIPELINE_PATH}):
         yield
 
@@ -57,16 +70,20 @@ def use_manifest_pipeline() -> Iterator[None]:
 def fast_reads() -> Iterator[None]:
     """Read ManifestStores through the fast read path inside the ``with`` block.
 
-    Selects the manifest pipeline (:func:`use_manifest_pipeline`) and replaces zarr's
-    array read and open functions for ManifestStores until the last open block closes
-    (see the module docstring). On a zarr release the replacements were not written
-    against, only the pipeline is used, with a warning.
+    Selects the manifest pipeline (:func:`use_manifest_pipeline`) and, while any such
+    block is open in the process, replaces zarr's array selection and its group and
+    array opens with versions that plan reads of ManifestStores without zarr's
+    per-chunk objects. The replacements act only on ManifestStores read with the
+    manifest pipeline (every other read runs zarr's own code) and are removed when the
+    last open block closes; nested and concurrent blocks share one installation. Values
+    are the same as zarr's own read path returns. On a zarr release newer than the
+    replacements were written against, only the pipeline is used, with a warning.
 
     Examples
     --------
     >>> import zarr
     >>> import virtualizarr_fill
-    >>> with virtualizarr_fill.fast_reads():  # doctest: +SKIP
+    >>> with virtualizarr_fill.fast_reads():
     ...     values = zarr.open_group(store, mode="r")["band_data"][...]
     """
     global _open_blocks, _installed

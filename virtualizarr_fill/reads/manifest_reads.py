@@ -176,8 +176,8 @@ def _resolved_specs(aa_codecs: tuple[Any, ...], spec: ArraySpec) -> _Resolved:
     """zarr's ``resolve_aa_specs``, the same objects for the same codecs and spec.
 
     Reads share their chunk specs (``zarr_read_path._array_spec``) and an array its
-    codecs, and resolving a transpose builds a new spec, about 10 µs, at every read of
-    a band-first TIFF, as long as reading one of its small strips."""
+    codecs, and resolving a transpose builds a new spec at every read of a band-first
+    TIFF, which takes as long as reading one of its small strips."""
     key = (id(aa_codecs), id(spec))
     found = _resolved.get(key)
     if found is not None:
@@ -191,7 +191,7 @@ def _resolved_specs(aa_codecs: tuple[Any, ...], spec: ArraySpec) -> _Resolved:
 
 def _inverse_orders(transposes: Sequence[TransposeCodec]) -> tuple[tuple[int, ...], ...]:
     """The axis orders undoing ``transposes``, in decode order (last codec first).
-    Inverted in Python: a few axes, where ``np.argsort`` costs 5 µs per read."""
+    Inverted in Python: for a few axes ``np.argsort``'s call costs more than the work."""
     return tuple(_inverse_permutation(c.order) for c in reversed(transposes))
 
 
@@ -521,7 +521,7 @@ def _bytes_decoder(
     bound: dict[tuple[tuple[int, ...], int], _BoundSteps] = {}
     # The spec and size of the chunk before and their steps, one tuple replaced whole
     # (threads may share a decoder): most chunks of a read have the spec object of the
-    # one before, for which even the lookup by shape costs a microsecond a chunk.
+    # one before, for which even the lookup by shape costs noticeably per chunk.
     last: list[tuple[Any, int, _BoundSteps]] = [(None, -1, ((), False))]
 
     def bind(ab_spec: ArraySpec, nbytes: int) -> _BoundSteps:
@@ -635,14 +635,14 @@ def _direct_decode(bb_codecs: Sequence[Any], k: int, *, sized: bool = True) -> _
     decode = _imagecodecs_function(codec)
     lzw_sized = sized and all(type(c) is TruncateCodec for c in bb_codecs[:k])
     if decode is imagecodecs.lzw_decode and lzw_sized:
-        # Decoding LZW into a buffer of known size takes 40% less time than letting it
+        # Decoding LZW into a buffer of known size takes much less time than letting it
         # find the size. imagecodecs stops at the buffer's end: that is the truncate
         # codec's cut when it follows; else one byte more, so that a stream decoding
         # to more than the chunk still fails the size check, as through the codecs.
         # The buffer is an array's memory, of which imagecodecs returns the part
         # written: given a size instead, it shrinks the bytes it made to what was
-        # written, a copy of the whole chunk (a 1 MiB tile: 0.08 ms to decode, 0.8 ms
-        # with the copy). imagecodecs reads any bytes-like object.
+        # written, a copy of the whole chunk that costs several times the decoding.
+        # imagecodecs reads any bytes-like object.
         extra = 0 if k else 1
 
         def lzw(spec: ArraySpec, nbytes: int) -> Callable[[Any], Any]:

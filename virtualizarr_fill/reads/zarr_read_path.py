@@ -5,12 +5,11 @@ zarr's per-chunk objects and event-loop trips.
 Before it calls the codec pipeline, zarr builds three objects for every chunk of a read:
 a chunk projection from the indexer, a ``StorePath`` for the chunk key (which the
 pipeline then parses back into grid indices) and, on rectilinear grids, an
-``ArraySpec``: 25-50 µs per chunk, most of the time taken to read an array of ten
-thousand small chunks. And every synchronous read or group member access is handed to
-zarr's event-loop thread and waited for (about 0.2 ms), and every open parses the
-member's ``zarr.json`` again (about 0.2 ms): most of reading a file of many small
-arrays. When the array's pipeline is a :class:`ManifestCodecPipeline` and its store a
-ManifestStore, this module
+``ArraySpec``: most of the time taken to read an array of ten thousand small
+chunks. And every synchronous read or group member access is handed to zarr's
+event-loop thread and waited for, and every open parses the member's ``zarr.json``
+again: most of reading a file of many small arrays. When the array's pipeline is a
+:class:`ManifestCodecPipeline` and its store a ManifestStore, this module
 
 1. projects the selection per dimension (zarr's own dimension indexers) and looks the
    chunks' grid indices up in the manifest all at once (:func:`get_selection`);
@@ -118,7 +117,7 @@ BLOCK_CHUNK_BYTES = 64 << 10
 #: Fewest chunks in a read assembled from an array of whole chunks.
 BLOCK_MIN_CHUNKS = 16
 #: Decoded bytes up to which chunks stored as plain numbers are joined into one bytes
-#: object (one call, where copying each into an array costs microseconds per chunk); a
+#: object (one call, where copying each into an array costs time per chunk); a
 #: larger read copies them, keeping its peak memory at twice the array.
 JOIN_BYTES = 64 << 20
 #: Bytes read at a time from one run of chunks stored as plain numbers whose layout the
@@ -325,7 +324,7 @@ async def _read_blocking(
 def _blocking_select(array: Any, indexer: Indexer, out: Any, fields: Any, prototype: Any) -> Any:
     """What zarr's synchronous ``Array`` methods return for ``indexer``, read in the
     calling thread when this module reads it (:data:`_NOT_NUMPY` otherwise): zarr's own
-    way hands the read to its event loop thread and waits, about 0.2 ms per read."""
+    way hands the read to its event loop thread and waits, at every read."""
     async_array = array.async_array
     node = _applicable(
         async_array.store_path, async_array.metadata, async_array.codec_pipeline,
@@ -374,7 +373,7 @@ def array_getitem(self: Any, selection: Any) -> Any:
 
     zarr tests each such selection for fancy, then orthogonal, indexing, reads a tuple
     as an orthogonal selection (xarray's reads among them) and builds an orthogonal
-    indexer for it: 15-20 µs, about as long as the rest of planning the read of one
+    indexer for it, which takes about as long as the rest of planning the read of one
     small tile. The values are the same either way."""
     if _slices_integers_ellipsis(selection):
         selected = _selected_here(self, BasicIndexer, selection, None, None, None)
@@ -421,7 +420,7 @@ def group_getitem(self: Any, path: str) -> Any:
     """zarr's ``Group.__getitem__``, opened in the calling thread for a group of a
     ManifestStore read with the manifest pipeline.
 
-    zarr hands every open to its event loop thread and waits (about 0.2 ms, most of
+    zarr hands every open to its event loop thread and waits (most of the cost of
     opening one array of a file with a thousand); opening from a ManifestStore never
     waits on anything (its ``zarr.json`` documents are in memory, see
     :class:`~virtualizarr_fill.manifests.FileManifestStore`), so the same coroutine runs to
@@ -461,7 +460,7 @@ def _run_here(coroutine: Coroutine[Any, Any, Any]) -> Any:
 
 # zarr's ``open_group``, run in the calling thread for a ManifestStore opened read-only
 # and read with the manifest pipeline. zarr hands the open to its event-loop thread and
-# waits, about 0.2 ms of the 0.3 ms it takes (a third of reading a small TIFF whole);
+# waits, most of what the open costs (a good part of reading a small TIFF whole);
 # nothing in opening a ManifestStore waits (see :func:`group_getitem`), so zarr's own
 # coroutine runs to its end here. Any other open, or one that would wait, is zarr's own.
 # It keeps zarr's name, docstring and signature: it replaces zarr's public function.
@@ -514,8 +513,8 @@ async def read_metadata_v3(store: Any, path: str) -> Any:
     """zarr's ``_read_metadata_v3`` (the metadata object of the node at ``path``), for a
     ManifestStore read with the manifest pipeline parsed once per node and path.
 
-    zarr parses a node's ``zarr.json`` into a metadata object at every open, about
-    0.2 ms, most of opening a small array. A ManifestStore's documents do not change
+    zarr parses a node's ``zarr.json`` into a metadata object at every open, most of
+    the cost of opening a small array. A ManifestStore's documents do not change
     (``FileManifestStore`` encodes each once), so the first parse is
     kept with the node's metadata and each open gets a copy of it whose attributes are
     its own (zarr updates them in place), equal to a fresh parse."""
@@ -530,8 +529,8 @@ async def get_node_v3(store: Any, path: str) -> Any:
     ManifestStore read with the manifest pipeline built once per node and configuration.
 
     zarr's ``AsyncArray`` parses its runtime configuration from ``zarr.config``, derives
-    its chunk grid and builds a codec pipeline at every open: 0.15 ms, most of opening
-    an array whose metadata is already parsed (:func:`read_metadata_v3`). All three
+    its chunk grid and builds a codec pipeline at every open: most of the cost of
+    opening an array whose metadata is already parsed (:func:`read_metadata_v3`). All three
     depend only on that metadata, the store and the configuration, so the first open's
     array is kept and each later open is a copy of it with its own metadata copy."""
     parsed = await _parsed_node(store, path)
@@ -596,7 +595,7 @@ def _array_config() -> ArrayConfig:
     """The ``ArrayConfig`` zarr derives from ``zarr.config`` for an array opened without
     one, the same object while those values stay the same (parsing it anew costs more
     than reading the values)."""
-    # One lookup of the section: a ``zarr.config.get`` per name cost 7 µs an open.
+    # One lookup of the section: a ``zarr.config.get`` per name costs one each open.
     section = zarr.config.get("array", None)
     if isinstance(section, dict):
         values = tuple(section.get(name) for name in _ARRAY_CONFIG_NAMES)
@@ -824,7 +823,7 @@ def _step_one_projections(
     """What zarr's dimension indexers yield (``list(dim_indexer)`` per dimension) for a
     selection of step-1 slices and integers whose chunks are ``ranges``
     (:func:`_step_one_ranges`): the same projections, from each chunk's offset and size
-    in zarr's grid. zarr's iterators handle any step, at about 4 µs a chunk, as long as
+    in zarr's grid. zarr's iterators handle any step, at a cost per chunk as large as
     the rest of planning the read of a few small chunks."""
     dims = []
     for dim, indices in zip(indexer.dim_indexers, ranges, strict=True):
@@ -1213,8 +1212,8 @@ SPLIT_AT_ONCE_BYTES = 16 << 20
 
 #: Fewest samples in a row of a chunk for its bands to be split by OpenCV into planes
 #: of their own before they are copied into place (:func:`_band_planes`). Shorter
-#: rows are quicker copied into place by NumPy straight from the interleaved samples:
-#: 64x64 RGB tiles in 0.9 times the time, 128x128 ones in twice the time.
+#: rows are quicker copied into place by NumPy straight from the interleaved samples
+#: (measured on 64x64 and 128x128 RGB tiles: the crossover lies between them).
 SPLIT_MIN_WIDTH = 128
 
 

@@ -84,16 +84,27 @@ MAX_COORDINATE_LENGTH = 2**26
 class TIFFParser:
     """VirtualiZarr parser for TIFF, BigTIFF and GeoTIFF files (picklable).
 
+    Called as ``parser(url, registry)``, it reads the file's header (usually in one
+    request) and returns a :class:`~virtualizarr_fill.manifests.FileManifestStore`. One
+    image becomes a group shaped as rioxarray opens it: ``band_data`` with dimensions
+    ``(band, y, x)``, and the coordinates ``band``, ``x``/``y`` (pixel centres, for an
+    axis-aligned georeference) and ``spatial_ref`` (CRS WKT, GeoTransform, GeoKeys),
+    held in the references themselves. The chunk grid follows the strips or tiles; a
+    short last strip makes it rectilinear.
+
     Parameters
     ----------
     ifd
         Index of the IFD (in the main IFD chain) to expose; default: the first image that
         is neither an overview nor a mask.
     tree
-        Build one group per image (overviews, masks, SubIFDs, further pages) for
-        :func:`virtualizarr.open_virtual_datatree`; see the module docstring.
+        Build one group per image for :func:`virtualizarr.open_virtual_datatree`: an
+        empty root and sibling groups ``image``, ``overview_1``..., ``mask``,
+        ``mask_overview_1``..., ``page_1``..., ``subifd_0_1``... (siblings, since images
+        of different sizes cannot align as parent and child in a DataTree).
     stack_pages
-        Stack all full-resolution pages along a new ``page`` dimension.
+        Stack all full-resolution pages (same shape, data type and codecs) along a new
+        leading ``page`` dimension.
     overviews
         ``"multiscales"``: the full-resolution image and its overviews as a multiscale
         group of levels ``"0"``..``"n"`` (see :mod:`virtualizarr_fill.tiff.pyramid`);
@@ -117,6 +128,26 @@ class TIFFParser:
         both. See :mod:`virtualizarr_fill.tiff.segments`.
     first_request
         Bytes fetched by the first request (the header usually lies within them).
+
+    Raises
+    ------
+    virtualizarr_fill.NotATiffError
+        The object is not a TIFF file.
+    virtualizarr_fill.CorruptFileError
+        The header contradicts itself or the file's size (a truncated file).
+    virtualizarr_fill.UnsupportedFeatureError
+        A feature no virtual Zarr array can express (named in the message).
+    virtualizarr_fill.FillValueError
+        A nodata value the data type cannot hold, unless ``on_out_of_range="warn"``.
+
+    Examples
+    --------
+    >>> registry = ObjectStoreRegistry({"file://": LocalStore()})
+    >>> vds = open_virtual_dataset("file:///data/scene.tif", registry=registry,
+    ...                            parser=TIFFParser())
+    >>> pyramid = open_virtual_datatree("file:///data/cog.tif", registry=registry,
+    ...                                 parser=TIFFParser(overviews="multiscales"))
+    >>> store = TIFFParser()("file:///data/scene.tif", registry)  # a ManifestStore
     """
 
     ifd: int | None = None
@@ -139,6 +170,7 @@ class TIFFParser:
                 raise ValueError("time_from excludes tree, stack_pages and overviews")
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """The ManifestStore of the TIFF at ``url``, read through ``registry``'s store."""
         url = normalize_url(url)
         store, path = registry.resolve(url)
         reader = StoreFile(store, path, first_request=self.first_request)
