@@ -72,7 +72,8 @@ def order_parts(
     ordered_values = [values[i] for i in order]
     for values_i, part in zip(ordered_values, ordered, strict=True):
         inner = np.diff(values_i) if values_i.size > 1 else np.array([])
-        if inner.size and not (np.all(inner < 0) if descending else np.all(inner > 0)):
+        zero = np.zeros((), dtype=inner.dtype)  # typed: a timedelta compares with its unit
+        if inner.size and not (np.all(inner < zero) if descending else np.all(inner > zero)):
             raise IncompatibleArraysError(
                 f"{part.url}: its {dim!r} coordinate is not monotonic in the direction of "
                 f"{ordered[0].url}'s"
