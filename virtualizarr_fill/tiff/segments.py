@@ -208,10 +208,11 @@ def _last_strip_lengths(table: SegmentTable, layout: SegmentLayout) -> list[int]
 
 
 def _uncompressed_lengths_fit(
-    table: SegmentTable, layout: SegmentLayout, full: int, short: int
+    table: SegmentTable, layout: SegmentLayout, full: int, short: int, longest: int
 ) -> bool:
-    """Whether every stored segment holds an acceptable byte count (checked in Python for
-    few segments; False also when there are too many to check this way)."""
+    """Whether every stored segment holds an acceptable byte count: ``full`` for tiles and
+    interior strips, ``short`` to ``longest`` for last strips (checked in Python for few
+    segments; False also when there are too many to check this way)."""
     listed = _listed_segments(table)
     if listed is None:
         return False
@@ -221,7 +222,7 @@ def _uncompressed_lengths_fit(
         if not offset or not length:
             continue
         if not layout.tiled and flat % per_plane >= last_row:
-            if not short <= length <= full:
+            if not short <= length <= longest:
                 return False
         elif length != full:
             return False
@@ -250,7 +251,9 @@ def _check_uncompressed_lengths(
     """
     row = _row_bytes(layout, itemsize, chain)
     full = layout.chunk_shape[1] * row
-    if _uncompressed_lengths_fit(table, layout, full, layout.last_strip_rows * row):
+    short = layout.last_strip_rows * row
+    longest = layout.last_strip_capacity * row
+    if _uncompressed_lengths_fit(table, layout, full, short, longest):
         return
     lengths = _segment_lengths(table, layout)
     interior = lengths if layout.tiled else lengths[:, :-1, :]
@@ -260,25 +263,23 @@ def _check_uncompressed_lengths(
         raise _refuse_length(source, layout, index, int(interior[index]), str(full))
     if layout.tiled:
         return
-    short = layout.last_strip_rows * row
     last = lengths[:, -1, :]
-    wrong = (last > 0) & ((last < short) | (last > full))
+    wrong = (last > 0) & ((last < short) | (last > longest))
     if wrong.any():
         plane = int(np.argwhere(wrong)[0][0])
         index = (plane, layout.grid_shape[1] - 1, 0)
-        expected = str(full) if short == full else f"{short} to {full}"
+        expected = str(longest) if short == longest else f"{short} to {longest}"
         raise _refuse_length(source, layout, index, int(last[plane, 0]), expected)
 
 
 def _truncating(chain: CodecChain, layout: SegmentLayout) -> list[BaseCodec[Any, Any]]:
     bands, _, cols = layout.chunk_shape
+    stored = (bands, layout.last_strip_capacity, cols)
     codecs = chain.codecs()
-    handling = decide_edge_handling(
-        codecs, (bands, layout.last_strip_rows, cols), layout.chunk_shape
-    )
+    handling = decide_edge_handling(codecs, (bands, layout.last_strip_rows, cols), stored)
     if handling is not EdgeHandling.TRUNCATE:  # strips pad only along y: never crop
         raise AssertionError(f"unexpected edge handling {handling} for a strip")
-    return list(insert_edge_codec(codecs, handling, layout.chunk_shape))  # type: ignore[arg-type]
+    return list(insert_edge_codec(codecs, handling, stored))  # type: ignore[arg-type]
 
 
 def jpeg_frame_rows(data: bytes) -> int | None:
@@ -332,9 +333,10 @@ def decoded_strip_rows(chain: CodecChain, offset: int, length: int, read: ReadRa
     return int(np.asarray(decoder(data)).shape[0])
 
 
-def _image_codec_grid(
-    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
-) -> GridDecision:
+def _decoded_last_strip_rows(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange
+) -> set[int | None]:
+    """Rows the image codec decodes from the last strip of each plane (reads them)."""
     offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
     lengths = _segment_lengths(table, layout)
     rows_seen = set()
@@ -342,8 +344,14 @@ def _image_codec_grid(
         offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
         if offset == 0 or length == 0:
             continue
-        rows = decoded_strip_rows(chain, offset, length, read)
-        rows_seen.add(rows)
+        rows_seen.add(decoded_strip_rows(chain, offset, length, read))
+    return rows_seen
+
+
+def _image_codec_grid(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+) -> GridDecision:
+    rows_seen = _decoded_last_strip_rows(table, layout, chain, read)
     full, short = layout.chunk_shape[1], layout.last_strip_rows
     if rows_seen <= {full}:
         return GridDecision(_regular(layout), chain.codecs(), "image codec: last strip padded")
@@ -390,6 +398,89 @@ def _decompress_with(codec: BaseCodec[Any, Any], data: bytes) -> bytes:
     return bytes(decoders[str(name)](data))
 
 
+#: RowsPerStrip 2**32-1 is TIFF's default, "the whole image in one strip": a strip
+#: padded to that many rows cannot exist.
+WHOLE_IMAGE_ROWS = 2**32 - 1
+
+
+def _one_strip_grid(
+    table: SegmentTable,
+    layout: SegmentLayout,
+    chain: CodecChain,
+    itemsize: int,
+    read: ReadRange,
+    source: str,
+    probe_last_strip: bool,
+) -> GridDecision:
+    """An image of one strip whose RowsPerStrip exceeds its rows: the strip holds the
+    image's rows, or is padded up to RowsPerStrip rows (both valid TIFF, read alike by
+    libtiff and tifffile). The chunk is the image, and a padded strip is trimmed like a
+    padded last strip of several (truncation after the ``bytes`` codec)."""
+    regular = _regular(layout)
+    stated = layout.stated_strip_rows
+    if chain.is_image_codec:
+        return _one_strip_image_codec_grid(table, layout, chain, read, source)
+    if chain.packed is not None:
+        return GridDecision(regular, chain.codecs(), "one strip, packed samples: codec trims rows")
+    short = layout.last_strip_rows * _row_bytes(layout, itemsize, chain)
+    if not chain.is_compressed:
+        if all(n == short for n in _last_strip_lengths(table, layout)):
+            return GridDecision(regular, chain.codecs(), "one strip of the image's rows")
+        return GridDecision(
+            regular, _truncating(chain, layout), "one strip, padded towards RowsPerStrip"
+        )
+    if stated >= WHOLE_IMAGE_ROWS:
+        return GridDecision(regular, chain.codecs(), "one strip (RowsPerStrip 2**32-1)")
+    if probe_last_strip and _decompressed_strip_lengths(table, layout, chain, read) == {short}:
+        return GridDecision(regular, chain.codecs(), "one strip of the image's rows (decoded)")
+    return GridDecision(
+        regular,
+        _truncating(chain, layout),
+        f"one compressed strip, RowsPerStrip {stated} > ImageLength: truncate",
+    )
+
+
+def _one_strip_image_codec_grid(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+) -> GridDecision:
+    """An image codec decodes a whole strip: a padded one to RowsPerStrip rows, read
+    through a chunk of that height overhanging the image, as Zarr reads edge chunks."""
+    rows_seen = _decoded_last_strip_rows(table, layout, chain, read)
+    bands, height, cols = layout.chunk_shape
+    stated = layout.stated_strip_rows
+    if rows_seen <= {height}:
+        return GridDecision(_regular(layout), chain.codecs(), "image codec: one strip")
+    if rows_seen == {stated}:
+        return GridDecision(
+            _regular_grid((bands, stated, cols)),
+            chain.codecs(),
+            "image codec: one strip padded to RowsPerStrip",
+        )
+    raise UnsupportedFeatureError(
+        f"{source}: the strip decodes to {sorted(map(str, rows_seen))} rows, neither the "
+        f"{height} rows of the image nor RowsPerStrip={stated}; an image codec cannot be "
+        "trimmed"
+    )
+
+
+def _decompressed_strip_lengths(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange
+) -> set[int]:
+    """Decompressed byte counts of the last strip of each plane (reads them)."""
+    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = _segment_lengths(table, layout)
+    seen = set()
+    for plane in range(layout.grid_shape[0]):
+        offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
+        if offset == 0 or length == 0:
+            continue
+        data = read(offset, length)
+        for codec in reversed(chain.bytes_bytes):
+            data = _decompress_with(codec, data)
+        seen.add(len(data))
+    return seen
+
+
 def decide_grid(
     table: SegmentTable,
     layout: SegmentLayout,
@@ -405,6 +496,8 @@ def decide_grid(
         _check_uncompressed_lengths(table, layout, itemsize, chain, source)
     if layout.tiled:
         return GridDecision(_regular(layout), chain.codecs(), "tiles")
+    if layout.stated_strip_rows:
+        return _one_strip_grid(table, layout, chain, itemsize, read, source, probe_last_strip)
     if layout.last_strip_rows == layout.chunk_shape[1]:
         return GridDecision(_regular(layout), chain.codecs(), "strips divide the image")
     if chain.is_image_codec:
