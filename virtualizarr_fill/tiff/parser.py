@@ -50,7 +50,12 @@ from virtualizarr_fill.errors import (
     VirtualizarrFillError,
 )
 from virtualizarr_fill.grid import edge_handling_of
-from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
+from virtualizarr_fill.io import (
+    DEFAULT_FIRST_REQUEST,
+    DEFAULT_PARSE_DEADLINE,
+    StoreFile,
+    normalize_url,
+)
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
 from virtualizarr_fill.tiff import caches, chain, geo, images, segments, tags
 from virtualizarr_fill.tiff.arrays import (
@@ -99,6 +104,10 @@ class TIFFParser:
         :mod:`virtualizarr_fill.tiff.segments`.
     first_request
         Bytes fetched by the first request (the header usually lies within them).
+    deadline
+        Seconds a parse may take, its object-store requests and their retries included
+        (``None``: no limit); a request still unanswered then raises
+        :class:`~virtualizarr_fill.errors.StoreReadError` naming the file.
     """
 
     ifd: int | None = None
@@ -107,11 +116,14 @@ class TIFFParser:
     on_out_of_range: Literal["raise", "warn"] = "raise"
     probe_last_strip: bool = False
     first_request: int = DEFAULT_FIRST_REQUEST
+    deadline: float | None = DEFAULT_PARSE_DEADLINE
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         url = normalize_url(url)
         store, path = registry.resolve(url)
-        reader = StoreFile(store, path, first_request=self.first_request)
+        reader = StoreFile(
+            store, path, first_request=self.first_request, deadline=self.deadline, url=url
+        )
         return FileManifestStore(self.parse(url, reader), registry=registry, url=url)
 
     def parse(self, url: str, reader: StoreFile) -> ManifestGroup:
