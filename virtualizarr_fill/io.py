@@ -124,9 +124,10 @@ class StoreFile(io.RawIOBase):
         except DeadlineExceeded:
             raise self._deadline_error(start, length) from None
         except BaseException as error:
-            if not _is_store_failure(error):
+            failure = store_read_error(error, self._name(), start, length, self.store)
+            if failure is None:
                 raise
-            raise self._read_error(error, start, length) from error
+            raise failure from error
 
     def _fetch_head(self) -> None:
         # Round the head up to whole blocks so it also serves as cache blocks.
@@ -222,13 +223,6 @@ class StoreFile(io.RawIOBase):
 
     def _name(self) -> str:
         return self.url or self.path
-
-    def _read_error(self, error: BaseException, start: int, length: int) -> StoreReadError:
-        text = str(error).strip().split("\n\nDebug source:", 1)[0]
-        return StoreReadError(
-            f"{self._name()}: reading {length} bytes at offset {start} from {self.store!r} "
-            f"failed: {type(error).__name__}: {text}"
-        )
 
     def _deadline_error(self, start: int, length: int) -> StoreReadError:
         return StoreReadError(
@@ -341,10 +335,24 @@ class StoreFile(io.RawIOBase):
         return f"StoreFile({self.store!r}, {self.path!r})"
 
 
-def _is_store_failure(error: BaseException) -> bool:
-    """Whether ``error`` is a store's failure rather than the interpreter's (obstore
-    raises exceptions, and a ``PanicException``, a ``BaseException``, on a Rust panic)."""
-    return isinstance(error, Exception) or type(error).__name__ == "PanicException"
+def store_read_error(
+    error: BaseException, name: str, start: int, length: int, store: Any = None
+) -> StoreReadError | None:
+    """``error``, raised reading ``length`` bytes at ``start`` of the file ``name``, as a
+    :class:`StoreReadError` naming the file; None when it is not a store's failure but
+    the interpreter's (``KeyboardInterrupt``, ``SystemExit``...), to re-raise as it is.
+
+    obstore raises its own exceptions, and on a Rust panic (e.g. ranges past the end of
+    a local file that shrank) a ``PanicException``, which is a ``BaseException``.
+    """
+    if not (isinstance(error, Exception) or type(error).__name__ == "PanicException"):
+        return None
+    text = str(error).strip().split("\n\nDebug source:", 1)[0]
+    source = "" if store is None else f" from {store!r}"
+    return StoreReadError(
+        f"{name}: reading {length} bytes at offset {start}{source} failed: "
+        f"{type(error).__name__}: {text}"
+    )
 
 
 def _is_range_refusal(error: StoreReadError) -> bool:
@@ -436,6 +444,7 @@ __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_PARSE_DEADLINE",
     "normalize_url",
+    "store_read_error",
     "DEFAULT_FIRST_REQUEST",
     "CountingStore",
     "RequestStats",
