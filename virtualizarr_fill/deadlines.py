@@ -12,8 +12,9 @@ settings, because the store registry belongs to the user:
 * local stores (``LocalStore``, ``MemoryStore``) are called directly: they cannot
   stall on a network, and the hop to another thread would cost more than their reads.
 
-The stores the package builds itself (the command-line tool) get bounded timeouts and
-retries, :data:`CLIENT_OPTIONS` and :data:`RETRY_CONFIG`.
+The stores the package builds itself (the command-line tool) get bounded retries,
+:data:`RETRY_CONFIG`; :data:`CLIENT_OPTIONS` are timeouts to give stores one builds
+oneself (obstore's defaults: 5 s to connect, 30 s a request).
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ if TYPE_CHECKING:
 #: Seconds a parse may take by default, requests and retries included.
 DEFAULT_PARSE_DEADLINE = 60.0
 
-#: obstore client options of the stores the package builds: give up on a connection
-#: after 5 s and on one attempt after 20 s.
+#: obstore client options for stores built for parsing: give up on a connection after
+#: 5 s and on one attempt after 20 s. (Explicit client options replace those obstore
+#: reads from the environment, so the command-line tool leaves them to the environment.)
 CLIENT_OPTIONS: ClientConfig = {"connect_timeout": "5s", "timeout": "20s"}
-#: obstore retry settings of the stores the package builds: three retries within 30 s.
+#: obstore retry settings of the stores the package builds: three retries within 30 s
+#: (obstore's defaults: ten within three minutes).
 RETRY_CONFIG: RetryConfig = {
     "max_retries": 3,
     "retry_timeout": timedelta(seconds=30),
