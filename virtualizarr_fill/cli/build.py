@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["POOL_THRESHOLD", "combine", "command_build"]
 
-#: Below this many files ``build`` parses in its own process by default: starting worker
-#: processes costs more than parsing a few headers.
+#: Below this many files ``build`` parses in one worker process by default: starting one
+#: per CPU costs more than parsing a few headers.
 POOL_THRESHOLD = 16
 
 
@@ -286,6 +286,7 @@ def command_build(args: argparse.Namespace) -> int:
             dask_scheduler=args.dask_scheduler,
             skip_bad=args.skip_bad,
             progress=progress,
+            memory_limit=int(args.worker_memory * 2**30),
         )
     parsed = [r for r in results if r.dataset is not None]
     skipped = [r for r in results if r.dataset is None]
