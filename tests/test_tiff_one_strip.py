@@ -202,3 +202,28 @@ def test_one_padded_strip_of_one_bit_samples(tmp_path: Path, compression: str | 
     np.testing.assert_array_equal(expected[0], written[:HEIGHT])
     got, _ = _read_back(path)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize(
+    ("case", "options"),
+    [("lzw", {"probe_last_strip": True}), ("webp", {})],
+    ids=["probed-deflate", "image-codec"],
+)
+def test_strip_that_does_not_decode_is_refused(
+    tmp_path: Path, case: str, options: dict[str, Any]
+) -> None:
+    """Deciding the grid decodes the last strip; a codec's failure is a refusal naming
+    the file, not the codec's own exception."""
+    from virtualizarr_fill.errors import CorruptFileError
+
+    path, _ = _one_strip(tmp_path, case, "contig", padded=True)
+    if case == "lzw":  # LZW bytes announced as Deflate
+        _set_tag(path, 259, 8)
+    else:  # the WebP stream's bytes after its header garbled
+        with tifffile.TiffFile(path) as tif:
+            offset = int(tif.pages[0].dataoffsets[0])
+        data = bytearray(path.read_bytes())
+        data[offset + 30 : offset + 60] = bytes(30)
+        path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match=rf"{path}.*does not decode"):
+        TIFFParser(**options)("file://" + str(path), REGISTRY)

@@ -22,6 +22,12 @@ requests after the header):
   the parser reads the last strip (for JPEG only its header) and decodes it. One request
   unless the strip lies in the bytes already read for the header.
 
+An image of **one strip whose RowsPerStrip exceeds ImageLength** may store that strip
+padded to RowsPerStrip rows. Its chunk is the image (a regular grid), and the same rules
+apply to the one strip: an uncompressed one longer than the image's rows, and any
+compressed one (unless RowsPerStrip is 2**32-1, TIFF's "whole image"), get the truncate
+codec; an image codec's padded strip a chunk of RowsPerStrip rows overhanging the image.
+
 Sparse segments (offset or byte count 0) are left out of the manifest and read as the
 array's fill value. Segments extending past the end of the file are refused.
 
@@ -333,25 +339,60 @@ def decoded_strip_rows(chain: CodecChain, offset: int, length: int, read: ReadRa
     return int(np.asarray(decoder(data)).shape[0])
 
 
-def _decoded_last_strip_rows(
-    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange
-) -> set[int | None]:
-    """Rows the image codec decodes from the last strip of each plane (reads them)."""
+def _last_strips(table: SegmentTable, layout: SegmentLayout) -> list[tuple[int, int]]:
+    """(offset, byte count) of the stored last strip of each plane."""
     offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
     lengths = _segment_lengths(table, layout)
-    rows_seen = set()
+    strips = []
     for plane in range(layout.grid_shape[0]):
         offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
-        if offset == 0 or length == 0:
-            continue
-        rows_seen.add(decoded_strip_rows(chain, offset, length, read))
-    return rows_seen
+        if offset and length:
+            strips.append((offset, length))
+    return strips
+
+
+def _decoded[T](source: str, offset: int, length: int, decode: Callable[[int, int], T]) -> T:
+    """``decode(offset, length)`` of the strip at ``offset``; a codec's failure
+    (imagecodecs raises ``RuntimeError`` subclasses, numcodecs ``ValueError`` s) refuses
+    the file, since reading it would fail the same way."""
+    try:
+        return decode(offset, length)
+    except (RuntimeError, ValueError) as error:
+        raise CorruptFileError(
+            f"{source}: the last strip ({length} bytes at offset {offset}) does not decode "
+            f"({type(error).__name__}: {error})"
+        ) from None
+
+
+def _decoded_last_strip_rows(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+) -> set[int | None]:
+    """Rows the image codec decodes from the last strip of each plane (reads them)."""
+
+    def rows(offset: int, length: int) -> int | None:
+        return decoded_strip_rows(chain, offset, length, read)
+
+    return {_decoded(source, *strip, rows) for strip in _last_strips(table, layout)}
+
+
+def _decompressed_strip_lengths(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+) -> set[int]:
+    """Decompressed byte counts of the last strip of each plane (reads them)."""
+
+    def decompressed(offset: int, length: int) -> int:
+        data = read(offset, length)
+        for codec in reversed(chain.bytes_bytes):
+            data = _decompress_with(codec, data)
+        return len(data)
+
+    return {_decoded(source, *strip, decompressed) for strip in _last_strips(table, layout)}
 
 
 def _image_codec_grid(
     table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
 ) -> GridDecision:
-    rows_seen = _decoded_last_strip_rows(table, layout, chain, read)
+    rows_seen = _decoded_last_strip_rows(table, layout, chain, read, source)
     full, short = layout.chunk_shape[1], layout.last_strip_rows
     if rows_seen <= {full}:
         return GridDecision(_regular(layout), chain.codecs(), "image codec: last strip padded")
@@ -367,22 +408,18 @@ def _image_codec_grid(
 
 
 def probe_last_strip_padded(
-    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, itemsize: int, read: ReadRange
+    table: SegmentTable,
+    layout: SegmentLayout,
+    chain: CodecChain,
+    itemsize: int,
+    read: ReadRange,
+    source: str = "",
 ) -> bool:
-    """Decompress the last strip(s) and report whether they hold RowsPerStrip rows."""
+    """Decompress the last strip(s) and report whether they hold RowsPerStrip rows (a
+    strip that does not decompress refuses the file, naming ``source``)."""
     full_bytes = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
-    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
-    lengths = _segment_lengths(table, layout)
-    for plane in range(layout.grid_shape[0]):
-        offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
-        if offset == 0 or length == 0:
-            continue
-        data = read(offset, length)
-        for codec in reversed(chain.bytes_bytes):
-            data = _decompress_with(codec, data)
-        if len(data) < full_bytes:
-            return False
-    return True
+    lengths = _decompressed_strip_lengths(table, layout, chain, read, source)
+    return all(n >= full_bytes for n in lengths)
 
 
 def _decompress_with(codec: BaseCodec[Any, Any], data: bytes) -> bytes:
@@ -431,7 +468,8 @@ def _one_strip_grid(
         )
     if stated >= WHOLE_IMAGE_ROWS:
         return GridDecision(regular, chain.codecs(), "one strip (RowsPerStrip 2**32-1)")
-    if probe_last_strip and _decompressed_strip_lengths(table, layout, chain, read) == {short}:
+    probed = probe_last_strip and _decompressed_strip_lengths(table, layout, chain, read, source)
+    if probed == {short}:
         return GridDecision(regular, chain.codecs(), "one strip of the image's rows (decoded)")
     return GridDecision(
         regular,
@@ -445,7 +483,7 @@ def _one_strip_image_codec_grid(
 ) -> GridDecision:
     """An image codec decodes a whole strip: a padded one to RowsPerStrip rows, read
     through a chunk of that height overhanging the image, as Zarr reads edge chunks."""
-    rows_seen = _decoded_last_strip_rows(table, layout, chain, read)
+    rows_seen = _decoded_last_strip_rows(table, layout, chain, read, source)
     bands, height, cols = layout.chunk_shape
     stated = layout.stated_strip_rows
     if rows_seen <= {height}:
@@ -461,24 +499,6 @@ def _one_strip_image_codec_grid(
         f"{height} rows of the image nor RowsPerStrip={stated}; an image codec cannot be "
         "trimmed"
     )
-
-
-def _decompressed_strip_lengths(
-    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange
-) -> set[int]:
-    """Decompressed byte counts of the last strip of each plane (reads them)."""
-    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
-    lengths = _segment_lengths(table, layout)
-    seen = set()
-    for plane in range(layout.grid_shape[0]):
-        offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
-        if offset == 0 or length == 0:
-            continue
-        data = read(offset, length)
-        for codec in reversed(chain.bytes_bytes):
-            data = _decompress_with(codec, data)
-        seen.add(len(data))
-    return seen
 
 
 def decide_grid(
@@ -519,7 +539,7 @@ def decide_grid(
         return GridDecision(
             _short_last_strip(layout), _truncating(chain, layout), "last strip over-long"
         )
-    if probe_last_strip and probe_last_strip_padded(table, layout, chain, itemsize, read):
+    if probe_last_strip and probe_last_strip_padded(table, layout, chain, itemsize, read, source):
         return GridDecision(_regular(layout), chain.codecs(), "last strip padded (decoded)")
     if chain.packed is not None:
         return GridDecision(
