@@ -330,7 +330,13 @@ def segment_layout(page: TiffPage, source: str) -> SegmentLayout:
         raise CorruptFileError(
             f"{source}: SamplesPerPixel {samples} is outside 1..{_MAX_SAMPLES} (a SHORT field)"
         )
-    interleaved = samples > 1 and int(page.planarconfig) == 1
+    planar = int(page.planarconfig)
+    if samples > 1 and planar not in (1, 2):
+        # tifffile keeps the number, and decodes such pages partly as either layout.
+        raise CorruptFileError(
+            f"{source}: PlanarConfiguration {planar} is neither 1 (chunky) nor 2 (planar)"
+        )
+    interleaved = samples > 1 and planar == 1
     if page.is_tiled:
         rows, cols = int(page.tilelength), int(page.tilewidth)
     else:
