@@ -227,3 +227,19 @@ def test_strip_that_does_not_decode_is_refused(
         path.write_bytes(bytes(data))
     with pytest.raises(CorruptFileError, match=rf"{path}.*does not decode"):
         TIFFParser(**options)("file://" + str(path), REGISTRY)
+
+
+@pytest.mark.parametrize("rows", [16, 40], ids=["several-strips", "one-strip"])
+def test_probed_strip_longer_than_its_rows_is_refused(tmp_path: Path, rows: int) -> None:
+    """Probing decompresses the last strip: more bytes than its rows can hold means the
+    header's geometry (here ImageWidth) disagrees with the data, and every strip would
+    fail to read, so the parse refuses the file."""
+    from virtualizarr_fill.errors import CorruptFileError
+
+    path = tmp_path / "narrowed.tif"
+    data = np.random.default_rng(3).integers(0, 250, size=(40, WIDTH)).astype(np.uint8)
+    tifffile.imwrite(path, data, compression="lzw", rowsperstrip=rows, photometric="minisblack")
+    _set_tag(path, 278, 64 if rows == 40 else rows)
+    _set_tag(path, 256, WIDTH // 3)
+    with pytest.raises(CorruptFileError, match=rf"{path}.*decompresses to \d+ bytes"):
+        TIFFParser(probe_last_strip=True)("file://" + str(path), REGISTRY)

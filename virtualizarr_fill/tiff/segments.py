@@ -416,10 +416,35 @@ def probe_last_strip_padded(
     source: str = "",
 ) -> bool:
     """Decompress the last strip(s) and report whether they hold RowsPerStrip rows (a
-    strip that does not decompress refuses the file, naming ``source``)."""
+    strip that does not decompress to its rows refuses the file, naming ``source``)."""
     full_bytes = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
-    lengths = _decompressed_strip_lengths(table, layout, chain, read, source)
+    lengths = _probed_lengths(table, layout, chain, itemsize, read, source)
     return all(n >= full_bytes for n in lengths)
+
+
+def _probed_lengths(
+    table: SegmentTable,
+    layout: SegmentLayout,
+    chain: CodecChain,
+    itemsize: int,
+    read: ReadRange,
+    source: str,
+) -> set[int]:
+    """Decompressed byte counts of the last strips, each between the bytes of the rows
+    left in the image and those of the rows the strip may be stored with; anything else
+    contradicts the header's geometry (ImageWidth, SamplesPerPixel or BitsPerSample), and
+    every strip would fail to read."""
+    row = _row_bytes(layout, itemsize, chain)
+    short, longest = layout.last_strip_rows * row, layout.last_strip_capacity * row
+    lengths = _decompressed_strip_lengths(table, layout, chain, read, source)
+    wrong = sorted(n for n in lengths if not short <= n <= longest)
+    if wrong:
+        raise CorruptFileError(
+            f"{source}: the last strip decompresses to {wrong[0]} bytes, not the {short} to "
+            f"{longest} bytes of its rows (the image's width, samples or bits per sample "
+            "disagree with the data)"
+        )
+    return lengths
 
 
 def _decompress_with(codec: BaseCodec[Any, Any], data: bytes) -> bytes:
@@ -468,7 +493,7 @@ def _one_strip_grid(
         )
     if stated >= WHOLE_IMAGE_ROWS:
         return GridDecision(regular, chain.codecs(), "one strip (RowsPerStrip 2**32-1)")
-    probed = probe_last_strip and _decompressed_strip_lengths(table, layout, chain, read, source)
+    probed = probe_last_strip and _probed_lengths(table, layout, chain, itemsize, read, source)
     if probed == {short}:
         return GridDecision(regular, chain.codecs(), "one strip of the image's rows (decoded)")
     return GridDecision(
