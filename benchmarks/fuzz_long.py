@@ -121,7 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     def run_worker() -> None:
         with FuzzWorker(rss_limit_mb=args.rss_limit_mb) as worker:
             while (case := work.get()) is not None:
-                result = worker.check(str(case.path), case.kind, timeout=case.timeout)
+                result = worker.check(
+                    str(case.path),
+                    case.kind,
+                    options=case.mutation.options,
+                    timeout=case.timeout,
+                )
                 with lock:
                     results.append((case, result))
                     if log is not None:
@@ -282,10 +287,11 @@ def _print_group(
     print(f"  error: {result.get('error') or result.get('detail', '')}"[:400])
     if result.get("where"):
         print(f"  where: {result['where']}")
+    options = f" --options '{json.dumps(case.mutation.options)}'" if case.mutation.options else ""
     print(
         f"  repro: python -m tests._fuzz_mutations '{case.mutation.to_json()}' /tmp/case"
         f"{Path(case.mutation.file).suffix} && python -m tests._fuzz_worker /tmp/case"
-        f"{Path(case.mutation.file).suffix} --kind {case.kind}"
+        f"{Path(case.mutation.file).suffix} --kind {case.kind}{options}"
     )
     if result.get("stderr"):
         tail = [line for line in result["stderr"].splitlines() if line.strip()][-6:]

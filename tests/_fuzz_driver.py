@@ -70,7 +70,7 @@ def judge(
     test unless it is acceptable or a known bug."""
     path = scratch / f"case{Path(mutation.file).suffix}"
     path.write_bytes(mutation.apply((corpus / mutation.file).read_bytes()))
-    result = worker.check(str(path), kind, timeout=CASE_TIMEOUT)
+    result = worker.check(str(path), kind, options=mutation.options, timeout=CASE_TIMEOUT)
     outcome = str(result["outcome"])
     if "error_class" in result:
         outcome += f" ({result['error_class']})"

@@ -150,18 +150,24 @@ def _guess_kind(path: str) -> str:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence library warnings and tifffile's logging (verdicts are the output)."""
+def _quiet() -> Iterator[list[warnings.WarningMessage]]:
+    """Silence library warnings and tifffile's logging (verdicts are the output); the
+    warnings raised inside are recorded in the list yielded."""
     logger = logging.getLogger("tifffile")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            yield
-            del caught
+            yield caught
     finally:
         logger.setLevel(level)
+
+
+def _warning_texts(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The distinct warnings of a parse, as ``Category: message`` (at most 20)."""
+    texts = [f"{item.category.__name__}: {item.message}" for item in caught]
+    return list(dict.fromkeys(texts))[:20]
 
 
 def verdict(
@@ -183,8 +189,9 @@ def verdict(
         _emit(progress, {"stage": "parse"})
     url = "file://" + str(Path(path).resolve())
     registry = ObjectStoreRegistry({"file://": LocalStore()})
+    caught: list[warnings.WarningMessage] = []
     try:
-        with _quiet():
+        with _quiet() as caught:
             store = _parser(kind, dict(options or {}))(url, registry)
         result["rss_parse_mb"] = round(_rss_mb(), 1)
     except VirtualizarrFillError as error:
@@ -226,6 +233,7 @@ def verdict(
         worst = [a for a in arrays if a["outcome"] == result["outcome"]]
         if worst and result["outcome"] != OK:
             result["detail"] = f"{worst[0]['name']}: {worst[0].get('detail', '')}"
+    result["warnings"] = _warning_texts(caught)
     result["seconds"] = round(time.perf_counter() - started, 4)
     result["rss_mb"] = round(_rss_mb(), 1)
     return result
@@ -304,6 +312,23 @@ def tifffile_image(path: str, ifd: int | list[int]) -> np.ndarray:
         return data[:, 0, :, :, 0] if separate > 1 else np.moveaxis(data[0, 0], -1, 0)
 
 
+def tifffile_stack(path: str, count: int) -> np.ndarray:
+    """tifffile's decode of the first ``count`` full-resolution pages (neither overviews
+    nor masks), stacked as (page, band, y, x): what ``stack_pages=True`` stacks. Pages
+    are taken by index, never by iterating the chain, which may loop."""
+    import tifffile
+
+    stacked = []
+    with tifffile.TiffFile(path) as tif:
+        index = 0
+        while len(stacked) < count:
+            page = tif.pages[index]
+            if not (page.is_reduced or page.is_mask):
+                stacked.append(tifffile_image(path, index))
+            index += 1
+    return np.stack(stacked)
+
+
 def _groups(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     yield prefix, group
     for name, child in sorted(group.groups(), key=lambda item: item[0]):
@@ -321,10 +346,15 @@ def _compare_tiff(path: str, store: Any) -> list[dict[str, Any]]:
             continue
         array = arrays["band_data"]
         ifd = group.attrs["tiff_ifd"]
+        read_native = (
+            (lambda count=array.shape[0]: tifffile_stack(path, count))
+            if array.ndim == 4  # stack_pages=True
+            else (lambda ifd=ifd: tifffile_image(path, ifd))
+        )
         entry = _array_entry(
             f"{prefix}band_data",
             array,
-            lambda ifd=ifd: tifffile_image(path, ifd),
+            read_native,
             tuple(array.shape),
             array.dtype.itemsize,
             _chunk_count(array),

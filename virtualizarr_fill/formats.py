@@ -116,7 +116,7 @@ def sniff_format(reader: StoreFile, url: str) -> FileFormat:
 def detect_format(url: str, registry: ObjectStoreRegistry) -> FileFormat:
     """The format of the object at ``url`` (resolved through ``registry``); one request."""
     store, path = registry.resolve(url)
-    return sniff_format(StoreFile(store, path), url)
+    return sniff_format(StoreFile(store, path, url=url), url)
 
 
 def _default_hdf5_parser() -> Any:
@@ -164,7 +164,9 @@ class AutoParser:
         tiff = self.tiff if self.tiff is not None else TIFFParser()
         url = normalize_url(url)
         store, path = registry.resolve(url)
-        reader = StoreFile(store, path, first_request=tiff.first_request)
+        reader = StoreFile(
+            store, path, first_request=tiff.first_request, deadline=tiff.deadline, url=url
+        )
         file_format = sniff_format(reader, url)
         if file_format is FileFormat.TIFF:
             # The header bytes are already in ``reader``: parse from them.

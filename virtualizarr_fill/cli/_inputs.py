@@ -125,7 +125,11 @@ def _store_for(prefix: str) -> Any:
     """The obstore store for ``scheme://netloc`` (cached per process).
 
     Local files use one ``LocalStore``; other schemes are configured by obstore from the
-    environment (``AWS_*`` for S3, ...), as every obstore user's code would be.
+    environment (``AWS_*`` for S3, ...), as every obstore user's code would be, with
+    bounded retries (:data:`virtualizarr_fill.deadlines.RETRY_CONFIG`) instead of
+    obstore's three minutes of them. Client options (timeouts among them) stay the
+    environment's: obstore takes explicit client options instead of, not on top of,
+    those it reads from the environment.
     """
     store = _STORES.get(prefix)
     if store is None:
@@ -136,7 +140,9 @@ def _store_for(prefix: str) -> Any:
         else:
             from obstore.store import from_url
 
-            store = from_url(prefix)
+            from virtualizarr_fill.deadlines import RETRY_CONFIG
+
+            store = from_url(prefix, retry_config=RETRY_CONFIG)
         _STORES[prefix] = store
     return store
 

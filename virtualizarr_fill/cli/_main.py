@@ -23,6 +23,7 @@ from virtualizarr_fill.cli._errors import (
     classify_error,
 )
 from virtualizarr_fill.cli._settings import POOL_THRESHOLD
+from virtualizarr_fill.isolation import DEFAULT_MEMORY_LIMIT
 
 __all__ = ["build_parser", "main"]
 
@@ -92,8 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         metavar="N",
-        help=f"parser processes (default: one per CPU from {POOL_THRESHOLD} files on, "
-        "else parse in this process)",
+        help=f"parser processes, each file's parse isolated in one (default: one per CPU "
+        f"from {POOL_THRESHOLD} files on, else 1; 0: parse in this process)",
+    )
+    build.add_argument(
+        "--worker-memory",
+        type=float,
+        default=DEFAULT_MEMORY_LIMIT / 2**30,
+        metavar="GIB",
+        help="address space a parser process may take beyond its start "
+        f"(default: {DEFAULT_MEMORY_LIMIT / 2**30:g} GiB)",
     )
     build.add_argument("--dask-scheduler", metavar="ADDRESS", help="parse on this dask cluster")
     build.add_argument(
@@ -168,8 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
         return int(exit_.code or 0)
-    if args.command == "build" and args.workers is not None and args.workers < 1:
-        return _fail("--workers must be at least 1", EXIT_USAGE)
+    if args.command == "build" and args.workers is not None and args.workers < 0:
+        return _fail("--workers must be 0 or more", EXIT_USAGE)
+    if args.command == "build" and not args.worker_memory > 0:
+        return _fail("--worker-memory must be positive", EXIT_USAGE)
     try:
         return _command(args.command)(args)
     except KeyboardInterrupt:

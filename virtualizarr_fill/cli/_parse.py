@@ -1,21 +1,23 @@
 """Parsing input files into virtual datasets: the parser the options configure, the
-decisions, warnings and errors of each file, and parsing many files in parallel."""
+decisions, warnings and errors of each file, and parsing many files in worker processes
+(:mod:`virtualizarr_fill.isolation`: a worker that crashes costs its one file)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import multiprocessing
 import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from virtualizarr_fill.cli._errors import (
+    EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_IO,
     EXIT_OK,
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
 __all__ = [
+    "WORKER_TIME_LIMIT",
     "ParsedFile",
     "describe_failure",
     "file_error_message",
@@ -174,21 +177,48 @@ def _forkserver_context() -> Any:
     return context
 
 
+#: Seconds one file may take in a worker before the worker is killed and the file
+#: reported (a hang in native code; store waits end sooner, at the parse deadline).
+WORKER_TIME_LIMIT = 600.0
+
+
 def _run_pool(
-    urls: Sequence[str], parser: Any, workers: int, on_result: Callable[[ParsedFile], bool]
+    urls: Sequence[str],
+    parser: Any,
+    workers: int,
+    on_result: Callable[[ParsedFile], bool],
+    memory_limit: int | None,
 ) -> None:
-    """Parse in a process pool; ``on_result`` returns False to stop early."""
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_forkserver_context()) as pool:
-        pending: set[Future[ParsedFile]] = {pool.submit(parse_file, u, parser) for u in urls}
-        try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    if not on_result(future.result()):
-                        return
-        finally:  # stopped early or failed: drop the files not started yet
-            for other in pending:
-                other.cancel()
+    """Parse in isolated worker processes; ``on_result`` returns False to stop early."""
+    from virtualizarr_fill.isolation import isolated_map
+
+    outcomes = isolated_map(
+        functools.partial(parse_file, parser=parser),
+        urls,
+        workers=workers,
+        memory_limit=memory_limit,
+        timeout=WORKER_TIME_LIMIT,
+        context=_forkserver_context(),
+    )
+    try:
+        for outcome in outcomes:
+            if outcome.value is not None:
+                result = outcome.value
+            else:
+                result = ParsedFile(url=outcome.input)
+                if outcome.died is not None:
+                    result.error = (
+                        f"{display(outcome.input)}: the worker process parsing it died "
+                        f"({outcome.died})"
+                    )
+                    result.exit_code = EXIT_BAD_INPUT
+                else:
+                    assert outcome.error is not None
+                    result.error, result.exit_code = describe_failure(outcome.input, outcome.error)
+            if not on_result(result):
+                return
+    finally:  # stopped early or failed: the workers stop, files not started are dropped
+        outcomes.close()
 
 
 def _run_dask(
@@ -224,10 +254,14 @@ def parse_files(
     dask_scheduler: str | None,
     skip_bad: bool,
     progress: Progress,
+    memory_limit: int | None = None,
 ) -> list[ParsedFile]:
     """Parse every file; results in input order.
 
-    Without ``skip_bad`` the first bad file stops the job with a :class:`CliError`.
+    ``workers`` isolated worker processes parse them, each with ``memory_limit`` bytes
+    of address space beyond its start (:mod:`virtualizarr_fill.isolation`); 0 parses in
+    this process. Without ``skip_bad`` the first bad file stops the job with a
+    :class:`CliError`; a file whose worker died counts as a bad file.
     """
     results: dict[str, ParsedFile] = {}
     failure: list[ParsedFile] = []
@@ -242,8 +276,8 @@ def parse_files(
 
     if dask_scheduler:
         _run_dask(urls, parser, dask_scheduler, on_result)
-    elif workers > 1 and len(urls) > 1:
-        _run_pool(urls, parser, min(workers, len(urls)), on_result)
+    elif workers >= 1:
+        _run_pool(urls, parser, min(workers, len(urls)), on_result, memory_limit)
     else:
         for url in urls:
             if not on_result(parse_file(url, parser)):

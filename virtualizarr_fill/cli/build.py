@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["POOL_THRESHOLD", "combine", "command_build"]
 
-#: Below this many files ``build`` parses in its own process by default: starting worker
-#: processes costs more than parsing a few headers.
 
 
 def combine(
@@ -297,6 +295,7 @@ def command_build(args: argparse.Namespace) -> int:
             dask_scheduler=args.dask_scheduler,
             skip_bad=args.skip_bad,
             progress=progress,
+            memory_limit=int(args.worker_memory * 2**30),
         )
     parsed = [r for r in results if r.dataset is not None]
     skipped = [r for r in results if r.dataset is None]
