@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from tests._fuzz_mutations import Mutation, RandomChooser, file_kind, mutate  # noqa: E402
-from tests._fuzz_worker import OUTCOMES, FuzzWorker  # noqa: E402
+from tests._fuzz_worker import OUTCOMES, FuzzWorker, reclassify_corrupt_data  # noqa: E402
 
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 
@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                     case.kind,
                     options=case.mutation.options,
                     timeout=case.timeout,
+                )
+                result = reclassify_corrupt_data(
+                    result, str(args.corpus / case.mutation.file), case.mutation.ops, case.kind
                 )
                 with lock:
                     results.append((case, result))

@@ -54,6 +54,11 @@ TOO_LARGE = "too-large-to-compare"
 #: parser treats it as sparse (fill value), as GDAL does and the TIFF parser documents, while
 #: tifffile reads bytes there.
 SPARSE_CONVENTION = "sparse-convention"
+#: Our read fails, naming the size mismatch, where the mutation changed only compressed
+#: segment bytes: the data no longer decodes to its rows. No parse can see that without
+#: decoding every segment; tifffile cuts or pads the output and returns values that are
+#: no longer the file's. A failing read is the right answer there, not a silent value.
+CORRUPT_DATA = "corrupt-data"
 BUG_WRONG = "BUG: wrong values"
 BUG_READ = "BUG: read-time error"
 BUG_EXCEPTION = "BUG: non-project exception"
@@ -67,6 +72,7 @@ OUTCOMES = (
     NATIVE_FAILS,
     TOO_LARGE,
     SPARSE_CONVENTION,
+    CORRUPT_DATA,
     BUG_WRONG,
     BUG_READ,
     BUG_EXCEPTION,
@@ -530,7 +536,40 @@ def acceptable(result: dict[str, Any]) -> bool:
     outcome = result.get("outcome")
     if outcome == REFUSED:
         return bool(result.get("names_file"))
-    return outcome in (OK, TOO_LARGE, NATIVE_FAILS, SPARSE_CONVENTION)
+    return outcome in (OK, TOO_LARGE, NATIVE_FAILS, SPARSE_CONVENTION, CORRUPT_DATA)
+
+
+#: How a chunk's decoded size mismatch reads in zarr's and this package's errors.
+_SIZE_MISMATCH = ("cannot reshape array of size", "decodes to", "ChunkSizeMismatchError")
+
+
+def reclassify_corrupt_data(
+    result: dict[str, Any], original: str, ops: list[dict[str, Any]], kind: str
+) -> dict[str, Any]:
+    """``result`` as :data:`CORRUPT_DATA` when it is a read-time size mismatch and every
+    byte the mutation changed lies in a compressed segment of the first TIFF image of
+    ``original`` (the unmutated file); unchanged otherwise."""
+    if kind != "tiff" or result.get("outcome") != BUG_READ or not ops:
+        return result
+    arrays = result.get("arrays") or []
+    failing = [a for a in arrays if a.get("outcome") == BUG_READ]
+    if not failing or not all(
+        any(text in str(a.get("detail", "")) for text in _SIZE_MISMATCH) for a in failing
+    ):
+        return result
+    from tests._fuzz_mutations import tiff_structure
+
+    try:
+        segments = tiff_structure(original).segments
+    except Exception:
+        return result
+    for op in ops:
+        if op.get("op") != "flip":
+            return result
+        position = int(op["pos"])
+        if not any(start <= position < start + length for start, length in segments):
+            return result
+    return {**result, "outcome": CORRUPT_DATA, "was": BUG_READ}
 
 
 # -- the worker process -------------------------------------------------------------------
