@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import xarray as xr
 
 from virtualizarr_fill.assemble.mosaic import X, Y, combine_tiles, tile_grid
-from virtualizarr_fill.assemble.parts import FilePart, compact, file_part, template
+from virtualizarr_fill.assemble.parts import FilePart, compact, file_part, part_dataset
 from virtualizarr_fill.assemble.series import check_same_structure, combine_parts, order_parts
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ OnFillConflict = Literal["error", "use_first", "drop"]
 class Collector:
     """Parsed files for a combination along ``dims``: each checked against the first
     and compacted as it arrives (:func:`~.parts.compact`), so that what is kept grows
-    with the chunk references only; the first file's store gives the template."""
+    with the chunk references only; the first file's part gives the template."""
 
     def __init__(self, dims: Sequence[str], *, new_dim: bool, decode_times: bool | None):
         self.dims = list(dims)
@@ -41,23 +41,26 @@ class Collector:
         self.decode_times = decode_times
         self.parts: list[FilePart] = []
         self._reference: FilePart | None = None
-        self._first: FileManifestStore | None = None
         self._combined: list[str] = []
 
     def add(self, store: FileManifestStore) -> None:
         """Check and keep one parsed file."""
-        part = file_part(store, decode_times=self.decode_times)
+        self.add_part(file_part(store, decode_times=self.decode_times))
+
+    def add_part(self, part: FilePart) -> None:
+        """Check and keep one file's part (as :func:`~.parts.file_part` makes it, with
+        this collector's ``decode_times``)."""
         if self._reference is None:
-            self._reference, self._first = part, store
+            self._reference = part
             self._combined = part.combined(self.dims, self.new_dim)
         check_same_structure(self._reference, part, self.dims)
         self.parts.append(compact(part, self._reference, self._combined, self.dims))
 
     def template(self) -> xr.Dataset:
         """The first file's virtual dataset."""
-        if self._first is None:
+        if self._reference is None:
             raise ValueError("no files to combine")
-        return template(self._first, decode_times=self.decode_times)
+        return part_dataset(self._reference)
 
 
 def _collect(

@@ -131,12 +131,42 @@ def file_part(store: FileManifestStore, *, decode_times: bool | None = None) -> 
         part.var_attrs[name] = dict(variable.attrs)
         if isinstance(variable.attrs.get("coordinates"), str):
             coord_names.update(variable.attrs["coordinates"].split())
-        if part.dims[name] == (name,):
-            coord_names.add(name)
+        if _may_be_dimension_coordinate(name, part.dims[name], variable.dtype):
             decoded = _decode(name, loadable_variable(store, name, array), decode_times)
-            part.coords[name] = decoded.load()
+            # a netCDF character array is a dimension coordinate once its characters
+            # are joined (as VirtualiZarr decides, on the decoded variables)
+            if decoded.dims == (name,):
+                coord_names.add(name)
+                part.coords[name] = decoded.load()
     part.coord_names = frozenset(coord_names)
     return part
+
+
+def _may_be_dimension_coordinate(name: str, dims: tuple[str, ...], dtype: np.dtype) -> bool:
+    if dims == (name,):
+        return True
+    return len(dims) == 2 and dims[0] == name and dtype.kind == "S" and dtype.itemsize == 1
+
+
+def part_dataset(part: FilePart) -> xr.Dataset:
+    """The file's virtual dataset, as ``open_virtual_dataset`` returns it (its dimension
+    coordinates loaded), built from the part alone."""
+    from virtualizarr.xarray import (
+        construct_fully_virtual_dataset,
+        replace_virtual_with_loadable_vars,
+    )
+
+    virtual = {
+        name: xr.Variable(part.dims[name], array, part.var_attrs[name])
+        for name, array in part.arrays.items()
+    }
+    fully_virtual = construct_fully_virtual_dataset(
+        virtual_vars=virtual,
+        coord_names=[n for n in part.coord_names if n in part.arrays],
+        attrs=dict(part.attributes),
+    )
+    loadable = xr.Dataset(coords=dict(part.coords), attrs=dict(part.attributes))
+    return replace_virtual_with_loadable_vars(fully_virtual, loadable, None)
 
 
 def template(store: FileManifestStore, *, decode_times: bool | None = None) -> xr.Dataset:
@@ -231,6 +261,7 @@ def common_attributes(attribute_sets: Sequence[Mapping[Any, Any]]) -> dict[Hasha
 
 __all__ = [
     "FilePart",
+    "part_dataset",
     "common_attributes",
     "compact",
     "dataset_attributes",
