@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from virtualizarr.manifests import ManifestStore
+from typing import TYPE_CHECKING, Any, cast
 
 from virtualizarr_fill.errors import NotHDF5Error, UnknownFormatError
 from virtualizarr_fill.io import StoreFile, normalize_url
@@ -155,7 +153,7 @@ class AutoParser:
             return self.tiff if self.tiff is not None else TIFFParser()
         return self.hdf5 if self.hdf5 is not None else _default_hdf5_parser()
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+    def __call__(self, url: str, registry: ObjectStoreRegistry) -> FileManifestStore:
         """The ManifestStore of the file at ``url``, by the parser its signature calls for.
 
         Raises :class:`UnknownFormatError` for a file that is neither TIFF nor HDF5, and
@@ -172,4 +170,4 @@ class AutoParser:
             # The header bytes are already in ``reader``: parse from them.
             return FileManifestStore(tiff.parse(url, reader), registry=registry, url=url)
         parser = self.parser_for(file_format)
-        return parser(url, registry)  # type: ignore[no-any-return]
+        return cast(FileManifestStore, parser(url, registry))

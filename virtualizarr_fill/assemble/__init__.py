@@ -79,7 +79,8 @@ def _collect(
     return collector
 
 
-def _fill_rule(on_fill_conflict: OnFillConflict) -> contextlib.AbstractContextManager[Any]:
+def fill_rule(on_fill_conflict: OnFillConflict) -> contextlib.AbstractContextManager[Any]:
+    """The rule for files whose fill values differ, as a context (none for ``error``)."""
     from virtualizarr_fill.concat import fill_conflicts
 
     if on_fill_conflict == "error":
@@ -151,7 +152,7 @@ def open_virtual_series(
         raise ValueError(f"{first} has no dimension {dim!r} (dimensions: {list(base.dims)})")
     parts = collector.parts
     ordered = parts if new_dim else order_parts(parts, dim, allow_gaps=allow_gaps)
-    with _fill_rule(on_fill_conflict):
+    with fill_rule(on_fill_conflict):
         return combine_parts(base, ordered, dim, new_dim=new_dim)
 
 
@@ -206,8 +207,15 @@ def open_virtual_mosaic(
         urls, registry, parser, executor, Collector([Y, X], new_dim=False, decode_times=None)
     )
     grid = tile_grid(collector.parts, allow_gaps=allow_gaps)
-    with _fill_rule(on_fill_conflict):
+    with fill_rule(on_fill_conflict):
         return combine_tiles(collector.template(), grid)
 
 
-__all__ = ["Collector", "FilePart", "open_virtual_mosaic", "open_virtual_series"]
+__all__ = [
+    "Collector",
+    "FilePart",
+    "OnFillConflict",
+    "fill_rule",
+    "open_virtual_mosaic",
+    "open_virtual_series",
+]

@@ -9,8 +9,8 @@ coordinates; the dataset's attributes. Once checked against the first file,
 :func:`compact` keeps of a file only what the combination takes from it (the manifests
 of the variables being combined, their coordinates), sharing everything equal to the
 first file's, so that memory grows with the chunk references, not with the files'
-metadata. The first file of a combination is also built as a full Dataset
-(:func:`template`), whose structure the result takes.
+metadata. The first file's part is also built into its full Dataset
+(:func:`part_dataset`), whose structure the result takes.
 """
 
 from __future__ import annotations
@@ -169,11 +169,6 @@ def part_dataset(part: FilePart) -> xr.Dataset:
     return replace_virtual_with_loadable_vars(fully_virtual, loadable, None)
 
 
-def template(store: FileManifestStore, *, decode_times: bool | None = None) -> xr.Dataset:
-    """The file's virtual dataset, as ``open_virtual_dataset`` returns it."""
-    return store.to_virtual_dataset(decode_times=decode_times)
-
-
 def _shared(reference: Any, value: Any) -> Any:
     """``reference`` where it equals ``value`` (one object for every file), else ``value``."""
     if value is reference:
@@ -266,5 +261,4 @@ __all__ = [
     "compact",
     "dataset_attributes",
     "file_part",
-    "template",
 ]
