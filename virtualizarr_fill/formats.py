@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from virtualizarr_fill.errors import NotHDF5Error, UnknownFormatError
-from virtualizarr_fill.io import StoreFile, normalize_url
+from virtualizarr_fill.io import StoreFile, normalize_url, resolve
 from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.tiff import TIFFParser
 
@@ -113,7 +113,7 @@ def sniff_format(reader: StoreFile, url: str) -> FileFormat:
 
 def detect_format(url: str, registry: ObjectStoreRegistry) -> FileFormat:
     """The format of the object at ``url`` (resolved through ``registry``); one request."""
-    store, path = registry.resolve(url)
+    store, path = resolve(registry, url)
     return sniff_format(StoreFile(store, path, url=url), url)
 
 
@@ -161,7 +161,7 @@ class AutoParser:
         """
         tiff = self.tiff if self.tiff is not None else TIFFParser()
         url = normalize_url(url)
-        store, path = registry.resolve(url)
+        store, path = resolve(registry, url)
         reader = StoreFile(
             store, path, first_request=tiff.first_request, deadline=tiff.deadline, url=url
         )

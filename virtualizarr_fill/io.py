@@ -19,6 +19,7 @@ file that shrank after its size was read), becomes a
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Awaitable, Buffer, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from virtualizarr_fill.deadlines import (
     call_within,
     is_local,
 )
-from virtualizarr_fill.errors import StoreReadError
+from virtualizarr_fill.errors import StoreReadError, UnregisteredURLError
 
 DEFAULT_FIRST_REQUEST = 64 * 1024
 DEFAULT_BLOCK_SIZE = 64 * 1024
@@ -47,16 +48,20 @@ class RequestStats:
 
 
 def normalize_url(url: str) -> str:
-    """``url`` with a ``file://`` path percent-decoded, other URLs unchanged.
+    """``url`` with a percent-encoded ``file://`` path decoded, other URLs unchanged.
 
     ``Path.as_uri()`` (which VirtualiZarr applies to bare paths) encodes characters such
     as ``+`` as ``%2B``, but local stores look paths up literally: parsers open, and
-    write into manifests, the decoded form.
+    write into manifests, the decoded form. A raw path that exists as written (a
+    directory named ``100%cotton``) is kept.
     """
     if url.startswith("file://") and "%" in url:
+        import os
         from urllib.parse import unquote
 
-        return "file://" + unquote(url[len("file://") :])
+        raw = url[len("file://") :]
+        if not os.path.exists(raw):
+            return "file://" + unquote(raw)
     return url
 
 
@@ -335,6 +340,26 @@ class StoreFile(io.RawIOBase):
         return f"StoreFile({self.store!r}, {self.path!r})"
 
 
+def resolve(registry: Any, url: str) -> tuple[Any, str]:
+    """The store and path of ``url`` in an obspec-utils ``ObjectStoreRegistry``.
+
+    Raises :class:`UnregisteredURLError` listing the registered prefixes (the
+    registry's own error names only the URL).
+    """
+    try:
+        store, path = registry.resolve(url)
+    except ValueError as error:
+        if "Could not find an ObjectStore" not in str(error):
+            raise
+        keys = getattr(registry, "map", {})
+        listed = ", ".join(f"{k.scheme}://{k.netloc}" for k in keys) or "none"
+        raise UnregisteredURLError(
+            f"{url}: no store in the registry resolves it (registered: {listed}); "
+            "register one, e.g. ObjectStoreRegistry({'s3://bucket': S3Store('bucket')})"
+        ) from None
+    return store, path
+
+
 def store_read_error(
     error: BaseException, name: str, start: int, length: int, store: Any = None
 ) -> StoreReadError | None:
@@ -347,12 +372,24 @@ def store_read_error(
     """
     if not (isinstance(error, Exception) or type(error).__name__ == "PanicException"):
         return None
-    text = str(error).strip().split("\n\nDebug source:", 1)[0]
     source = "" if store is None else f" from {store!r}"
+    if isinstance(error, FileNotFoundError):
+        return StoreReadError(f"{name}: not found{source}")
     return StoreReadError(
         f"{name}: reading {length} bytes at offset {start}{source} failed: "
-        f"{type(error).__name__}: {text}"
+        f"{type(error).__name__}: {_brief(str(error))}"
     )
+
+
+def _brief(text: str) -> str:
+    """An object store's error message without its debug dump or the XML body of the
+    server's response (its error code kept)."""
+    text = " ".join(text.strip().split("\n\nDebug source:", 1)[0].split())
+    if "<?xml" in text:
+        head, body = text.split("<?xml", 1)
+        code = re.search(r"<Code>([^<]*)</Code>", body)
+        text = head.rstrip(": ") + (f" ({code.group(1)})" if code else "")
+    return text
 
 
 def _is_range_refusal(error: StoreReadError) -> bool:

@@ -91,7 +91,9 @@ def combining(dim_label: str) -> Iterator[None]:
             if "on_conflict" in str(error)
             else ""
         )
-        raise CliError(f"{error}{hint}", EXIT_BAD_INPUT) from None
+        raise CliError(
+            f"the files cannot be combined {dim_label}: {error}{hint}", EXIT_BAD_INPUT
+        ) from None
     except ValueError as error:
         raise CliError(
             f"the files cannot be combined {dim_label}: {error}", EXIT_BAD_INPUT

@@ -39,9 +39,10 @@ def _has_glob(text: str) -> bool:
     return any(c in text for c in _GLOB_CHARS)
 
 
-#: Characters a file URL cannot carry in a path: a URL parser reads what follows them as
-#: a query or a fragment.
-_URL_RESERVED = "#?"
+#: Characters a file URL cannot carry in a path: a URL parser reads what follows ``?``
+#: and ``#`` as a query or a fragment, and ``%`` as the start of an escape (Icechunk
+#: matches its virtual chunk containers on the decoded URL).
+_URL_RESERVED = "#?%"
 
 
 def file_url(path: Path) -> str:

@@ -104,13 +104,21 @@ def append_icechunk(
     import zarr
 
     from virtualizarr_fill.writers import to_icechunk
+    from virtualizarr_fill.writers.repository import covering
 
+    # New files outside the repository's virtual chunk containers (tomorrow's
+    # directory) get containers of their own, saved once the commit holds them.
+    widened = covering(repo, urls)
+    if widened is not None:
+        repo = widened
     session = repo.writable_session("main")
     with Progress("write", 2, "steps") as progress:
         to_icechunk(dataset, session.store, append_dim=dim)
         zarr.open_group(session.store, mode="r+").attrs[RECORD_KEY] = record.to_attribute()
         progress.advance()
         snapshot = _commit(session, message, urls)
+        if widened is not None:
+            repo.save_config()
         progress.advance()
     return snapshot
 

@@ -60,6 +60,7 @@ from virtualizarr_fill.io import (
     DEFAULT_PARSE_DEADLINE,
     StoreFile,
     normalize_url,
+    resolve,
 )
 from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
@@ -183,7 +184,7 @@ class TIFFParser:
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """The ManifestStore of the TIFF at ``url``, read through ``registry``'s store."""
         url = normalize_url(url)
-        store, path = registry.resolve(url)
+        store, path = resolve(registry, url)
         reader = StoreFile(
             store, path, first_request=self.first_request, deadline=self.deadline, url=url
         )

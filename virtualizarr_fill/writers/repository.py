@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "container_prefixes",
+    "covering",
     "create_repository",
     "open_icechunk",
     "open_repository",
@@ -182,6 +183,24 @@ def open_repository(location: str | os.PathLike[str] | icechunk.Storage) -> icec
     return icechunk.Repository.open(
         storage, authorize_virtual_chunk_access=_authorization(containers)
     )
+
+
+def covering(repo: icechunk.Repository, urls: Iterable[str]) -> icechunk.Repository | None:
+    """``repo`` reopened with virtual chunk containers (authorized) for the URLs none of
+    its containers covers, or ``None`` when every URL is covered.
+
+    The new configuration is in memory only: save it (``repo.save_config()``) once
+    what references those files has been committed.
+    """
+    config = repo.config
+    prefixes = list(config.virtual_chunk_containers or {})
+    missing = [url for url in urls if not any(url.startswith(p) for p in prefixes)]
+    if not missing:
+        return None
+    for prefix in container_prefixes(missing):
+        config.set_virtual_chunk_container(_container(prefix))
+        prefixes.append(prefix)
+    return repo.reopen(config=config, authorize_virtual_chunk_access=_authorization(prefixes))
 
 
 def open_icechunk(
