@@ -15,6 +15,7 @@ metadata. The first file's part is also built into its full Dataset
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +23,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray, ManifestGroup
+from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.manifests.dataset import loadable_variable
+from virtualizarr_fill.manifests.array import FillManifestArray
+from virtualizarr_fill.manifests.dataset import loaded_variables
 from virtualizarr_fill.manifests.store import FileManifestStore
 
 
@@ -125,19 +128,31 @@ def file_part(store: FileManifestStore, *, decode_times: bool | None = None) -> 
         attributes=dataset_attributes(attributes),
     )
     for name, array in group.arrays.items():
-        variable = array.to_virtual_variable()
-        part.arrays[name] = variable.data
-        part.dims[name] = tuple(str(d) for d in variable.dims)
-        part.var_attrs[name] = dict(variable.attrs)
-        if isinstance(variable.attrs.get("coordinates"), str):
-            coord_names.update(variable.attrs["coordinates"].split())
-        if _may_be_dimension_coordinate(name, part.dims[name], variable.dtype):
-            decoded = _decode(name, loadable_variable(store, name, array), decode_times)
-            # a netCDF character array is a dimension coordinate once its characters
-            # are joined (as VirtualiZarr decides, on the decoded variables)
-            if decoded.dims == (name,):
-                coord_names.add(name)
-                part.coords[name] = decoded.load()
+        if isinstance(array, FillManifestArray) and array.metadata.dimension_names:
+            # what to_virtual_variable wraps, without building the xarray Variable
+            part.arrays[name] = array.variable_data()
+            part.dims[name] = tuple(str(d) for d in array.metadata.dimension_names)
+            attrs = array.metadata.attributes
+        else:
+            variable = array.to_virtual_variable()
+            part.arrays[name] = variable.data
+            part.dims[name] = tuple(str(d) for d in variable.dims)
+            attrs = variable.attrs
+        part.var_attrs[name] = dict(attrs)
+        if isinstance(attrs.get("coordinates"), str):
+            coord_names.update(attrs["coordinates"].split())
+    candidates = {
+        name: array
+        for name, array in group.arrays.items()
+        if _may_be_dimension_coordinate(name, part.dims[name], array.dtype)
+    }
+    for name, variable in loaded_variables(store, candidates).items():
+        decoded = _decode(name, variable, decode_times)
+        # a netCDF character array is a dimension coordinate once its characters are
+        # joined (as VirtualiZarr decides, on the decoded variables)
+        if decoded.dims == (name,):
+            coord_names.add(name)
+            part.coords[name] = decoded.load()
     part.coord_names = frozenset(coord_names)
     return part
 
@@ -169,11 +184,34 @@ def part_dataset(part: FilePart) -> xr.Dataset:
     return replace_virtual_with_loadable_vars(fully_virtual, loadable, None)
 
 
+#: Array metadata fields compared first (cheap, and where files differ); zarr's own
+#: ``ArrayV3Metadata.__eq__`` compares the JSON of both, which costs more than the rest
+#: of a file's compaction together.
+_CHEAP_FIRST = ("shape", "data_type", "chunk_grid", "codecs", "dimension_names")
+
+
+_FIELDS = [f.name for f in dataclasses.fields(ArrayV3Metadata)]
+_METADATA_FIELDS = (
+    *[n for n in _CHEAP_FIRST if n in _FIELDS],
+    *[n for n in _FIELDS if n not in _CHEAP_FIRST],
+)
+
+
+def _same_metadata(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
+    """Whether two array metadata are equal, field by field (a NaN fill value compares
+    unequal: the metadata is then not shared, which costs memory only)."""
+    return type(a) is type(b) and all(
+        bool(getattr(a, name) == getattr(b, name)) for name in _METADATA_FIELDS
+    )
+
+
 def _shared(reference: Any, value: Any) -> Any:
     """``reference`` where it equals ``value`` (one object for every file), else ``value``."""
     if value is reference:
         return reference
     try:
+        if isinstance(reference, ArrayV3Metadata):
+            return reference if _same_metadata(reference, value) else value
         return reference if bool(reference == value) else value
     except (TypeError, ValueError):  # values that do not compare to one truth value
         return value
