@@ -342,3 +342,33 @@ def test_series_keeps_the_cf_attributes_users_decode(tmp_path: Path) -> None:
             expected.append(np.ma.filled(f["t"][:].astype("f8"), np.nan))
     np.testing.assert_allclose(decoded, np.concatenate(expected), equal_nan=True)
     assert np.isnan(decoded[1]) and decoded[0] == pytest.approx(3.52)
+
+
+def test_series_parsed_on_a_dask_cluster_of_processes(tmp_path: Path) -> None:
+    """The bulk path on dask: batches of files parsed in worker processes, their parts
+    sent back and combined here, equal to parsing in this process."""
+    from distributed import Client, LocalCluster
+
+    paths = _georeferenced_strips(tmp_path, 9)
+    urls = [f"file://{p}" for p in paths]
+    expected = virtualizarr_fill.open_virtual_series(urls, REGISTRY, TIFFParser(), "y")
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            protocol="tcp",
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        parsed = virtualizarr_fill.open_virtual_series(
+            urls, REGISTRY, TIFFParser(), "y", executor=client.get_executor()
+        )
+        assert client.run(lambda: __import__("os").getpid())  # real worker processes
+    _same_combination(parsed, expected)
+    np.testing.assert_array_equal(
+        read_manifest_array(parsed.band_data.data),
+        np.concatenate([native_tiff(p) for p in sorted(paths)], axis=0)[np.newaxis],
+    )

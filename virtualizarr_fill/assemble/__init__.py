@@ -12,6 +12,7 @@ after the first is reduced to its manifests and coordinate values (:mod:`.parts`
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Literal
@@ -63,6 +64,38 @@ class Collector:
         return part_dataset(self._reference)
 
 
+#: Files per task an executor parses: enough that sending a task and its result costs
+#: little next to parsing its files, few enough that the work spreads.
+BATCH_FILES = 64
+
+
+def parse_parts(
+    urls: Sequence[str],
+    registry: ObjectStoreRegistry,
+    parser: Callable[..., Any],
+    decode_times: bool | None,
+) -> list[FilePart]:
+    """Each file's :class:`FilePart` (one task of an executor): what travels back is the
+    files' manifests and coordinate values, not stores or datasets."""
+    return [
+        file_part(parser(url=url, registry=registry), decode_times=decode_times) for url in urls
+    ]
+
+
+def _workers(executor: Executor) -> int:
+    """How many tasks the executor runs at once (a guess of 4 where it does not say)."""
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    return max(1, int(getattr(executor, "_max_workers", 0) or 4))
+
+
+def _batches(urls: Sequence[str], executor: Executor) -> list[list[str]]:
+    workers = _workers(executor)
+    size = max(1, min(BATCH_FILES, -(-len(urls) // (workers * 4))))
+    return [list(urls[i : i + size]) for i in range(0, len(urls), size)]
+
+
 def _collect(
     urls: Sequence[str],
     registry: ObjectStoreRegistry,
@@ -70,12 +103,16 @@ def _collect(
     executor: Executor | None,
     collector: Collector,
 ) -> Collector:
-    def one(url: str) -> Any:
-        return parser(url=url, registry=registry)
-
-    stores = map(one, urls) if executor is None else executor.map(one, urls)
-    for store in stores:
-        collector.add(store)
+    if executor is None:
+        for url in urls:
+            collector.add(parser(url=url, registry=registry))
+        return collector
+    task = functools.partial(
+        parse_parts, registry=registry, parser=parser, decode_times=collector.decode_times
+    )
+    for parts in executor.map(task, _batches(urls, executor)):
+        for part in parts:
+            collector.add_part(part)
     return collector
 
 
@@ -123,7 +160,9 @@ def open_virtual_series(
         Files whose fill values differ: ``"error"`` (default), or combine them the way
         :func:`virtualizarr_fill.fill_conflicts` says.
     executor
-        Parse the files with this executor's ``map`` (threads, processes, dask).
+        Parse the files with this executor's ``map`` (processes, or a dask cluster
+        through ``client.get_executor()``), in batches: each task sends back its files'
+        manifests and coordinate values.
 
     Returns
     -------
@@ -181,7 +220,8 @@ def open_virtual_mosaic(
         Tiles whose nodata values differ: ``"error"`` (default), or combine them the way
         :func:`virtualizarr_fill.fill_conflicts` says.
     executor
-        Parse the tiles with this executor's ``map``.
+        Parse the tiles with this executor's ``map``, in batches (as for
+        :func:`open_virtual_series`).
 
     Returns
     -------
@@ -216,6 +256,7 @@ __all__ = [
     "FilePart",
     "OnFillConflict",
     "fill_rule",
+    "parse_parts",
     "open_virtual_mosaic",
     "open_virtual_series",
 ]
