@@ -411,3 +411,46 @@ def test_a_url_outside_the_registry_lists_the_registered_prefixes(parser: str) -
         getattr(virtualizarr_fill, parser)()("s3://bucket/x.tif", registry)
     assert "s3://bucket/x.tif" in str(raised.value)
     assert "registered: file://" in str(raised.value)
+
+
+@pytest.mark.parametrize("suffix", ["json", "parquet"])
+def test_kerchunk_summary_snippet_opens_the_references(
+    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    paths = write_tiles(tmp_path / "tiles", tiled=True)
+    refs = tmp_path / f"mosaic.{suffix}"
+    code, out, err = _run(capsys, "build", *paths, "--out", refs)
+    assert code == EXIT_OK, err
+    snippet = next(line for line in out.splitlines() if "open with:" in line)
+    namespace: dict[str, object] = {}
+    exec(snippet.split("open with:", 1)[1].strip(), namespace)
+    ds = namespace["ds"]
+    assert isinstance(ds, xr.Dataset)
+    merged, transform = _merged(paths)
+    np.testing.assert_array_equal(ds["band_data"].fillna(0).values.astype("u1"), merged)
+
+
+def test_forced_zarr_format_2_that_cannot_hold_the_codecs_is_a_clear_refusal(
+    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # three interleaved bands: the array needs a transpose codec, which format 2 lacks
+    path = write_tiles(tmp_path / "tiles")[0]
+    refs = tmp_path / "one.json"
+    code, _, err = _run(capsys, "build", path, "--out", refs, "--kerchunk-format", "2")
+    assert code == EXIT_BAD_INPUT
+    assert "Zarr format 2" in _error_line(err)
+    assert not refs.exists()
+    assert _run(capsys, "build", path, "--out", refs)[0] == EXIT_OK  # auto: format 3
+
+
+def test_append_to_something_that_is_not_a_repository(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _column_strips(tmp_path / "one", 1)[0]
+    other = tmp_path / "not-a-repo"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    code, _, err = _run(capsys, "build", path, "--out", other, "--append")
+    assert code == EXIT_USAGE and "no Icechunk repository" in _error_line(err)
+    code, _, err = _run(capsys, "build", path, "--out", tmp_path / "missing", "--append")
+    assert code == EXIT_USAGE and "no Icechunk repository" in _error_line(err)
