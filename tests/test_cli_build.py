@@ -454,3 +454,22 @@ def test_append_to_something_that_is_not_a_repository(
     assert code == EXIT_USAGE and "no Icechunk repository" in _error_line(err)
     code, _, err = _run(capsys, "build", path, "--out", tmp_path / "missing", "--append")
     assert code == EXIT_USAGE and "no Icechunk repository" in _error_line(err)
+
+
+def test_append_in_a_fresh_process_to_a_rectilinear_series(tmp_path: Path) -> None:
+    """Five time steps per file in chunks of two: the stored series is rectilinear, and
+    a new process appending to it must be able to open it."""
+    import subprocess
+    import sys
+
+    days = _days(tmp_path / "data", STARTS[:3])
+    repo = tmp_path / "r.icechunk"
+    command = [sys.executable, "-m", "virtualizarr_fill.cli", "build"]
+    env = {k: v for k, v in __import__("os").environ.items() if "RECTILINEAR" not in k}
+    first = [*command, str(days[0]), str(days[1]), "--concat-dim", "time", "--out", str(repo)]
+    for argv in (first, [*command, str(days[2]), "--out", str(repo), "--append"]):
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == EXIT_OK, done.stderr
+    ds = virtualizarr_fill.open_icechunk(repo).load()
+    expected = xr.open_mfdataset(days, engine="h5netcdf", combine="by_coords").load()
+    xr.testing.assert_equal(ds["t2m"], expected["t2m"])

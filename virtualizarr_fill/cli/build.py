@@ -146,6 +146,9 @@ def _append_source(destination: Destination) -> tuple[Any, BuildRecord, xr.Datas
         raise CliError(
             f"--out {destination.text}: no Icechunk repository to append to", EXIT_USAGE
         )
+    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+
+    enable_rectilinear_chunks()  # the stored arrays may be on rectilinear grids
     repo = open_icechunk_repository(destination.text)
     stored = xr.open_zarr(repo.readonly_session("main").store, consolidated=False, zarr_format=3)
     record = BuildRecord.from_attributes(stored.attrs, destination.text)
