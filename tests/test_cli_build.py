@@ -150,10 +150,20 @@ def _column_strips(directory: Path, count: int) -> list[Path]:
     return paths
 
 
+def _native_rows(rows: list[Path]) -> np.ndarray:
+    """The strips as rasterio reads them, stacked north to south."""
+    import rasterio
+
+    native = []
+    for path in rows:
+        with rasterio.open(path) as src:
+            native.append(src.read())
+    return np.concatenate(native, axis=1)
+
+
 def test_series_is_placed_by_coordinate_not_argument_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import rasterio
 
     rows = _column_strips(tmp_path / "rows", 3)
     repo = tmp_path / "s.icechunk"
@@ -162,11 +172,7 @@ def test_series_is_placed_by_coordinate_not_argument_order(
     )
     assert code == EXIT_OK, err
     ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
-    native = []
-    for path in rows:
-        with rasterio.open(path) as src:
-            native.append(src.read())
-    np.testing.assert_array_equal(ds["band_data"].values, np.concatenate(native, axis=1))
+    np.testing.assert_array_equal(ds["band_data"].values, _native_rows(rows))
     assert np.all(np.diff(ds["y"].values) < 0)
 
 
@@ -322,18 +328,13 @@ def test_single_file_needs_no_dimension_and_the_summary_opens_it(
 def test_paths_with_special_characters(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
-    import rasterio
 
     rows = _column_strips(tmp_path / name / "data", 2)
     repo = tmp_path / name / "r.icechunk"
     code, _, err = _run(capsys, "build", *rows, "--concat-dim", "y", "--out", repo)
     assert code == EXIT_OK, err
     ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
-    native = []
-    for path in rows:
-        with rasterio.open(path) as src:
-            native.append(src.read())
-    np.testing.assert_array_equal(ds["band_data"].values, np.concatenate(native, axis=1))
+    np.testing.assert_array_equal(ds["band_data"].values, _native_rows(rows))
     code, _, err = _run(capsys, "inspect", rows[0])
     assert code == EXIT_OK, err
 
@@ -426,7 +427,7 @@ def test_kerchunk_summary_snippet_opens_the_references(
     exec(snippet.split("open with:", 1)[1].strip(), namespace)
     ds = namespace["ds"]
     assert isinstance(ds, xr.Dataset)
-    merged, transform = _merged(paths)
+    merged, _ = _merged(paths)
     np.testing.assert_array_equal(ds["band_data"].fillna(0).values.astype("u1"), merged)
 
 
