@@ -253,6 +253,36 @@ def test_stack_along_a_new_dimension(tmp_path: Path, capsys: pytest.CaptureFixtu
     _passes(capsys, repo, paths[2:])  # the repository records the order
 
 
+def test_stack_built_by_several_workers_records_the_stacking_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(2)
+    paths = [
+        _geotiff(
+            tmp_path / f"scene_{k}.tif",
+            rng.integers(0, 999, (1, 9, 7), "uint16"),
+            *ORIGIN,
+            nodata=None,
+        )
+        for k in range(8)
+    ]
+    repo = tmp_path / "stack.icechunk"
+    code, _, err = _run(
+        capsys,
+        "build",
+        *map(str, paths),
+        "--concat-dim",
+        "scene",
+        "--new-dim",
+        "--out",
+        str(repo),
+        "--workers",
+        "2",
+    )
+    assert code == EXIT_OK, err
+    _passes(capsys, repo, paths)
+
+
 def test_mosaic_of_shuffled_tiles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     paths = _tiles(tmp_path)
     repo = tmp_path / "mosaic.icechunk"
