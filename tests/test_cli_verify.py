@@ -642,7 +642,7 @@ def test_store_written_by_python_code(tmp_path: Path, capsys: pytest.CaptureFixt
     ]
 
 
-def test_a_series_without_coordinates_needs_the_files_before(
+def test_a_series_without_coordinates_is_placed_by_the_recorded_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     paths = []
@@ -652,11 +652,13 @@ def test_a_series_without_coordinates_needs_the_files_before(
             f.create_dataset("data", data=np.arange(10, dtype="f4") + 10 * k, chunks=(4,))
     repo = tmp_path / "parts.icechunk"
     _build(capsys, *map(str, paths), "--concat-dim", "phony_dim_0", "--out", str(repo))
-    _passes(capsys, repo, paths[:2])  # the first files need no others
+    _passes(capsys, repo, paths[2:])  # after the lengths of the files before it
+
+    paths[1].rename(tmp_path / "moved.h5")
     code, out = _verify(capsys, repo, paths[2])
     assert code == EXIT_USAGE
     assert f"cannot place {paths[2]} along 'phony_dim_0'" in out
-    assert f"{paths[0]} is not given" in out
+    assert f"it follows {paths[1]} in the store, which is neither given nor readable" in out
 
 
 def test_usage_and_io_errors_are_one_line(

@@ -19,7 +19,7 @@ them (``build`` records it), else the order the files are given to ``verify``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,19 @@ import numpy as np
 from virtualizarr_fill.cli._errors import EXIT_USAGE, CliError
 from virtualizarr_fill.cli._inputs import display
 
-__all__ = ["CombinedOrder", "Misplaced", "Placement", "locate_run", "place", "store_sizes"]
+__all__ = [
+    "CombinedOrder",
+    "Misplaced",
+    "Placement",
+    "SizesOf",
+    "locate_run",
+    "place",
+    "store_sizes",
+]
+
+
+#: The dimension lengths of a file the store was built from, or ``None`` when unknown.
+type SizesOf = Callable[[str], Mapping[str, int] | None]
 
 
 class Misplaced(Exception):
@@ -122,24 +134,24 @@ def locate_run(dim: str, store: np.ndarray, file: np.ndarray) -> int:
     )
 
 
-def _offset_by_order(
-    url: str, dim: str, order: CombinedOrder, sizes: Mapping[str, Mapping[str, int]]
-) -> int:
+def _offset_by_order(url: str, dim: str, order: CombinedOrder, sizes: SizesOf) -> int:
     """The offset of a file along a dimension without coordinate values: the length of
     the files combined before it."""
     position = order.position(url)
     if position is None:
         raise Misplaced(f"not among the files the store was built from (along {dim!r})")
-    before = order.urls[:position]
-    missing = [u for u in before if u not in sizes]
-    if missing:
-        raise CliError(
-            f"cannot place {display(url)} along {dim!r}, which has no coordinate values: "
-            f"it follows {len(before)} file(s) in the store, of which {display(missing[0])} "
-            f"is not given; verify against every file the store was built from",
-            EXIT_USAGE,
-        )
-    return sum(int(sizes[u].get(dim, 0)) for u in before)
+    offset = 0
+    for before in order.urls[:position]:
+        found = sizes(before)
+        if found is None:
+            raise CliError(
+                f"cannot place {display(url)} along {dim!r}, which has no coordinate values: "
+                f"it follows {display(before)} in the store, which is neither given nor "
+                "readable; verify against every file the store was built from",
+                EXIT_USAGE,
+            )
+        offset += int(found.get(dim, 0))
+    return offset
 
 
 def _stack_index(url: str, dim: str, order: CombinedOrder, length: int) -> int:
@@ -164,7 +176,7 @@ def place(
     store_sizes: Mapping[str, int],
     store_coordinate: Any,
     order: CombinedOrder,
-    all_sizes: Mapping[str, Mapping[str, int]],
+    all_sizes: SizesOf,
 ) -> Placement:
     """Where the file lies (see the module docstring).
 
@@ -180,7 +192,7 @@ def place(
     store_coordinate
         ``store_coordinate(dim)``: the store's decoded coordinate values, or ``None``.
     order, all_sizes
-        The order the files were combined in and every given file's dimension lengths
+        The order the files were combined in, and the dimension lengths of a file in it
         (for dimensions without coordinate values).
 
     Raises

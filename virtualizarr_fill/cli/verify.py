@@ -40,6 +40,7 @@ from virtualizarr_fill.cli._verify_placement import (
     CombinedOrder,
     Misplaced,
     Placement,
+    SizesOf,
     place,
     store_sizes,
 )
@@ -121,31 +122,60 @@ def _level_parts(store: Any, levels: Sequence[str | None]) -> dict[str | None, F
     return parts
 
 
-def _parse(urls: Sequence[str], store: VerifiedStore) -> list[_File]:
+def _parser(store: VerifiedStore) -> Any:
+    """The parser as the build configured it (its recorded options)."""
+    record = store.record
+    if record is None:
+        return parser_from_options({}, {})
+    return parser_from_options(record.tiff_options, record.hdf5_options)
+
+
+def _parse_file(url: str, parser: Any, levels: Sequence[str | None]) -> _File:
     from virtualizarr_fill.formats import FileFormat, detect_format
 
-    record = store.record
-    parser = (
-        parser_from_options(record.tiff_options, record.hdf5_options)
-        if record is not None
-        else parser_from_options({}, {})
-    )
-    levels = [level.name for level in store.levels]
-    files: list[_File] = []
-    with Progress("parse", len(urls), "files") as progress, warnings.catch_warnings():
+    registry = registry_for([url])
+    with warnings.catch_warnings():
         # The parser's warnings were the build's to report.
         warnings.simplefilter("ignore")
+        tiff = detect_format(url, registry) is FileFormat.TIFF
+        return _File(url, tiff, _level_parts(parser(url=url, registry=registry), levels))
+
+
+def _parse(urls: Sequence[str], parser: Any, levels: Sequence[str | None]) -> list[_File]:
+    files: list[_File] = []
+    with Progress("parse", len(urls), "files") as progress:
         for url in urls:
-            registry = registry_for([url])
             try:
-                tiff = detect_format(url, registry) is FileFormat.TIFF
-                parts = _level_parts(parser(url=url, registry=registry), levels)
+                files.append(_parse_file(url, parser, levels))
             except Exception as error:
                 message, code = describe_failure(url, error)
                 raise FileError(message, code, traceback.format_exc()) from None
-            files.append(_File(url, tiff, parts))
             progress.advance()
     return files
+
+
+class _Sizes:
+    """The dimension lengths of the files, at each level: of the given files, and of
+    the other files the store was built from, parsed when a file without coordinate
+    values needs them to be placed."""
+
+    def __init__(self, files: Sequence[_File], parser: Any, levels: Sequence[str | None]):
+        self._parser = parser
+        self._levels = levels
+        self._known: dict[str, _File | None] = {f.url: f for f in files}
+
+    def at(self, level: str | None) -> SizesOf:
+        def sizes(url: str) -> dict[str, int] | None:
+            if url not in self._known:
+                try:
+                    self._known[url] = _parse_file(url, self._parser, self._levels)
+                except Exception:  # gone or unreadable: the caller says what it needs
+                    self._known[url] = None
+            found = self._known[url]
+            part = None if found is None else found.parts.get(level)
+            return None if part is None else part.sizes()
+
+        return sizes
 
 
 # --------------------------------------------------------------------------- planning
@@ -161,12 +191,16 @@ def _comparable(file: _File, part: FilePart, name: str) -> bool:
 
 
 def _plan(
-    files: Sequence[_File], store: VerifiedStore, order: CombinedOrder, report: _Report
+    files: Sequence[_File],
+    store: VerifiedStore,
+    order: CombinedOrder,
+    all_sizes: _Sizes,
+    report: _Report,
 ) -> list[_Task]:
     tasks: list[_Task] = []
     for level in store.levels:
         prefix = "" if level.name is None else f"level {level.name}: "
-        sizes = {f.url: f.parts[level.name].sizes() for f in files if level.name in f.parts}
+        sizes = all_sizes.at(level.name)
         for file in files:
             part = file.parts.get(level.name)
             if part is None:
@@ -294,9 +328,12 @@ def _order(urls: Sequence[str], store: VerifiedStore) -> CombinedOrder:
 def command_verify(args: argparse.Namespace) -> int:
     urls = expand_inputs(args.against)
     store = open_verified_store(args.dest, urls)
-    files = _parse(urls, store)
+    parser = _parser(store)
+    levels = [level.name for level in store.levels]
+    files = _parse(urls, parser, levels)
     report = _Report()
-    tasks = _plan(files, store, _order(urls, store), report)
+    sizes = _Sizes(files, parser, levels)
+    tasks = _plan(files, store, _order(urls, store), sizes, report)
     _compare(files, tasks, store, report)
     for line in report.lines:
         print(line)
