@@ -102,6 +102,9 @@ def _parse_into(
             results.close()
     if not outcome.used:
         raise CliError(f"none of the {len(urls)} files could be virtualized", EXIT_BAD_INPUT)
+    # Workers finish in any order; the files are combined, and recorded, in input order.
+    position = {url: i for i, url in enumerate(urls)}
+    outcome.used.sort(key=position.__getitem__)
     return outcome
 
 
