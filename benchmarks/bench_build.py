@@ -13,14 +13,21 @@ file k directly south of file k - 1 (one column of a mosaic, concatenated along 
   concat_dim="y", coords="minimal", compat="override", combine_attrs="drop_conflicts")``
   + ``virtualizarr_fill.to_icechunk``;
 * ``virtual-tiff``: ``open_virtual_mfdataset(parser=VirtualTIFF(ifd=0), combine="nested",
-  concat_dim="y")`` + ``vds.vz.to_icechunk``.
+  concat_dim="y")`` + ``vds.vz.to_icechunk``;
+* ``fill-cli``: ``virtualizarr-fill build 'DIR/tile_*.tif' --concat-dim y --out REPO``,
+  timed whole (start-up and imports included), its memory the proportional set size
+  (PSS) summed over the command and its worker processes, sampled;
+  ``BENCH_CLI_WORKERS=N`` passes ``--workers N``;
+* ``fill-cli-baseline``: the same command from another checkout of the package (a
+  release to compare with), when ``BENCH_BASELINE`` names its directory.
 
 netCDF-4 (``netcdf``): N files of 8 x 64 x 64 (time, lat, lon), two float32 variables,
 chunks of 4 x 64 x 64, file k continuing file k - 1's time axis.
 
 * ``fill-series``: ``open_virtual_series(..., HDF5Parser(), "time")`` + ``to_icechunk``;
 * ``fill-mfdataset``: ``open_virtual_mfdataset(parser=HDF5Parser(), ...)`` + ``to_icechunk``;
-* ``hdfparser``: ``open_virtual_mfdataset(parser=HDFParser(), ...)`` + ``vds.vz.to_icechunk``.
+* ``hdfparser``: ``open_virtual_mfdataset(parser=HDFParser(), ...)`` + ``vds.vz.to_icechunk``;
+* ``fill-cli`` (and ``fill-cli-baseline``): ``virtualizarr-fill build`` along ``time``.
 
 Every tool's repository is read back and compared with the first tool's values. Then
 each repository is read whole, as users read it (``xr.open_zarr(store).load()`` with
@@ -35,12 +42,14 @@ fresh process: time and peak memory should grow linearly with N.
 Run (virtual-tiff and VirtualiZarr's HDFParser from ``pip install -e ".[bench]"``)::
 
     python benchmarks/bench_build.py --kinds tiff netcdf --files 1000 --rounds 3
+    BENCH_BASELINE=../baseline python benchmarks/bench_build.py --kinds tiff --files 4000
     python benchmarks/bench_build.py --synthetic 1000 10000 100000
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -57,8 +66,8 @@ from typing import Any
 import numpy as np
 
 TOOLS = {
-    "tiff": ["fill-series", "fill-mfdataset", "virtual-tiff"],
-    "netcdf": ["fill-series", "fill-mfdataset", "hdfparser"],
+    "tiff": ["fill-series", "fill-mfdataset", "fill-cli", "virtual-tiff"],
+    "netcdf": ["fill-series", "fill-mfdataset", "fill-cli", "hdfparser"],
 }
 PEER = {"tiff": "virtual-tiff", "netcdf": "hdfparser"}
 CONCAT_DIM = {"tiff": "y", "netcdf": "time"}
@@ -142,8 +151,54 @@ def _repository(path: Path, data_dir: Path) -> Any:
     )
 
 
+def run_cli(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
+    """Build the repository with the command line (``fill-cli``; ``fill-cli-baseline``:
+    the checkout named by ``BENCH_BASELINE``), timing the whole command and sampling
+    the memory of its process tree (the command and its worker processes)."""
+    import psutil
+
+    pattern = "tile_*.tif" if kind == "tiff" else "series_*.nc"
+    env = dict(os.environ)
+    if tool == "fill-cli-baseline":
+        env["PYTHONPATH"] = os.environ["BENCH_BASELINE"]
+    command = [
+        sys.executable, "-m", "virtualizarr_fill.cli", "build", str(data_dir / pattern),
+        "--concat-dim", CONCAT_DIM[kind], "--out", str(repo),
+    ]  # fmt: skip
+    workers = os.environ.get("BENCH_CLI_WORKERS")
+    if workers:
+        command += ["--workers", workers]
+    start = time.perf_counter()
+    process = psutil.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    peak = 0
+    while process.poll() is None:
+        # PSS: pages the worker processes share with the fork server they come from
+        # count once, as the machine pays for them (a sum of RSS would count them in
+        # every process).
+        total = 0
+        for member in [process, *process.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error, AttributeError):
+                total += member.memory_full_info().pss
+        peak = max(peak, total)
+        time.sleep(0.1)
+    seconds = time.perf_counter() - start
+    if process.returncode:
+        raise SystemExit(process.stderr.read() if process.stderr else "failed")
+    return {
+        "seconds": seconds,
+        "imports": 0.0,
+        "combine": 0.0,
+        "write": 0.0,
+        "peak_mb": peak / 2**20,
+    }
+
+
 def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
     """Build the repository with ``tool`` (in this process); returns the timings."""
+    if tool.startswith("fill-cli"):
+        return run_cli(kind, tool, data_dir, repo)
     warnings.simplefilter("ignore")
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import LocalStore
@@ -399,7 +454,10 @@ def main() -> int:
         data_dir = (work / f"{kind}_{args.files}").resolve()
         writer = write_tiffs if kind == "tiff" else write_netcdfs
         writer(data_dir, args.files)
-        tools = [t for t in TOOLS[kind] if not args.tools or t in args.tools]
+        known = (
+            [*TOOLS[kind], "fill-cli-baseline"] if os.environ.get("BENCH_BASELINE") else TOOLS[kind]
+        )
+        tools = [t for t in known if not args.tools or t in args.tools]
         results: dict[str, list[dict[str, Any]]] = {t: [] for t in tools}
         reference = None
         for round_ in range(args.rounds):
@@ -452,8 +510,10 @@ def main() -> int:
                 f"| {med('peak_mb'):.0f} | {ratio} | {read} |"
             )
         if reads["native"]:
-            print(f"| native reader, file by file | | | | | | "
-                  f"{statistics.median(reads['native']):.1f} |")
+            print(
+                f"| native reader, file by file | | | | | | "
+                f"{statistics.median(reads['native']):.1f} |"
+            )
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0

@@ -8,8 +8,8 @@ shape, transform, CRS and nodata. Bad sets are refused naming the files.
 
 from __future__ import annotations
 
-import random
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +81,18 @@ def _georeferenced_strips(directory: Path, count: int, shuffle: bool = True) -> 
         path = directory / f"row_{i}.tif"
         data = rng.integers(1, 60000, (1, 25, 16), dtype=np.uint16)
         with rasterio.open(
-            path, "w", driver="GTiff", width=16, height=25, count=1, dtype="uint16",
-            crs="EPSG:32633", transform=from_origin(500000, 4000000 - i * 250, 10, 10),
-            nodata=0, compress="deflate", blockysize=10,
+            path,
+            "w",
+            driver="GTiff",
+            width=16,
+            height=25,
+            count=1,
+            dtype="uint16",
+            crs="EPSG:32633",
+            transform=from_origin(500000, 4000000 - i * 250, 10, 10),
+            nodata=0,
+            compress="deflate",
+            blockysize=10,
         ) as dst:
             dst.write(data)
         paths.append(path)
@@ -117,7 +126,10 @@ def test_series_refuses_gaps_and_overlaps(tmp_path: Path) -> None:
             [f"file://{p}" for p in (paths[0], paths[2])], REGISTRY, TIFFParser(), "y"
         )
     gapped = virtualizarr_fill.open_virtual_series(
-        [f"file://{p}" for p in (paths[0], paths[2])], REGISTRY, TIFFParser(), "y",
+        [f"file://{p}" for p in (paths[0], paths[2])],
+        REGISTRY,
+        TIFFParser(),
+        "y",
         allow_gaps=True,
     )
     assert gapped.sizes["y"] == 50
@@ -187,52 +199,8 @@ def test_series_of_concat_fixtures(concat_fixtures: dict[str, Path]) -> None:
 
 # --------------------------------------------------------------------------- mosaics
 
-WIDTHS, HEIGHTS = [64, 64, 40], [48, 30]
-ORIGIN, RES = (500000.0, 4000000.0), 10.0
-
-
-def _tiles(
-    directory: Path,
-    *,
-    crs: list[str] | None = None,
-    shift: dict[tuple[int, int], tuple[float, float]] | None = None,
-    bands: dict[tuple[int, int], int] | None = None,
-    tiled: bool = False,
-) -> list[Path]:
-    """A 2x3 tile set cut from one image, the last column narrower and the last row
-    shorter, written with rasterio (deflate, nodata 0)."""
-    rasterio = pytest.importorskip("rasterio")
-    from rasterio.transform import from_origin
-
-    rng = np.random.default_rng(9)
-    full = rng.integers(1, 250, (3, sum(HEIGHTS), sum(WIDTHS)), dtype=np.uint8)
-    paths = []
-    top = 0
-    for r, height in enumerate(HEIGHTS):
-        left = 0
-        for c, width in enumerate(WIDTHS):
-            dx, dy = (shift or {}).get((r, c), (0.0, 0.0))
-            count = (bands or {}).get((r, c), 3)
-            path = directory / f"tile_{r}_{c}.tif"
-            # one strip height for every width (GDAL would pick one per width, and tiles
-            # whose strips differ along y cannot share one array's chunks)
-            options: dict[str, Any] = (
-                {"blockxsize": 16, "blockysize": 16} if tiled else {"blockysize": 16}
-            )
-            with rasterio.open(
-                path, "w", driver="GTiff", width=width, height=height, count=count,
-                dtype="uint8", crs=(crs or ["EPSG:32633"] * 6)[r * 3 + c],
-                transform=from_origin(
-                    ORIGIN[0] + left * RES + dx, ORIGIN[1] - top * RES + dy, RES, RES
-                ),
-                nodata=0, compress="deflate", tiled=tiled, **options,
-            ) as dst:
-                dst.write(full[:count, top : top + height, left : left + width])
-            paths.append(path)
-            left += width
-        top += height
-    random.Random(4).shuffle(paths)
-    return paths
+#: The pixel size of the tiles the ``write_tiles`` fixture writes.
+RES = 10.0
 
 
 def _mosaic(paths: list[Path], **kwargs: Any) -> xr.Dataset:
@@ -244,11 +212,13 @@ def _mosaic(paths: list[Path], **kwargs: Any) -> xr.Dataset:
 
 
 @pytest.mark.parametrize("tiled", [False, True], ids=["strips", "tiles"])
-def test_mosaic_equals_rasterio_merge(tmp_path: Path, tiled: bool) -> None:
+def test_mosaic_equals_rasterio_merge(
+    tmp_path: Path, tiled: bool, write_tiles: Callable[..., list[Path]]
+) -> None:
     rasterio = pytest.importorskip("rasterio")
     from rasterio.merge import merge
 
-    paths = _tiles(tmp_path, tiled=tiled)
+    paths = write_tiles(tmp_path, tiled=tiled)
     mosaic = _mosaic(paths)
     sources = [rasterio.open(p) for p in paths]
     try:
@@ -258,16 +228,17 @@ def test_mosaic_equals_rasterio_merge(tmp_path: Path, tiled: bool) -> None:
         for source in sources:
             source.close()
     values = read_manifest_array(mosaic.band_data.data)
-    assert values.shape == merged.shape == (3, sum(HEIGHTS), sum(WIDTHS))
+    assert values.shape == merged.shape == (3, 48 + 30, 64 + 64 + 40)
     np.testing.assert_array_equal(values, merged)
     import rioxarray  # noqa: F401  (the .rio accessor)
 
     rio = mosaic.rio
     assert rio.transform() == transform
     assert rio.crs == crs
-    assert mosaic.band_data.attrs.get("_FillValue") == 0 or mosaic.band_data.encoding.get(
-        "_FillValue"
-    ) == 0
+    assert (
+        mosaic.band_data.attrs.get("_FillValue") == 0
+        or mosaic.band_data.encoding.get("_FillValue") == 0
+    )
 
     # the same as xarray's 2-D nested combine of the tiles' datasets, in grid order
     grid = [[tmp_path / f"tile_{r}_{c}.tif" for c in range(3)] for r in range(2)]
@@ -276,7 +247,9 @@ def test_mosaic_equals_rasterio_merge(tmp_path: Path, tiled: bool) -> None:
     _same_combination(mosaic, theirs)
 
 
-def test_mosaic_written_to_icechunk_opens_with_rioxarray(tmp_path: Path) -> None:
+def test_mosaic_written_to_icechunk_opens_with_rioxarray(
+    tmp_path: Path, write_tiles: Callable[..., list[Path]]
+) -> None:
     rioxarray = pytest.importorskip("rioxarray")
     import rasterio
     from rasterio.merge import merge
@@ -285,7 +258,7 @@ def test_mosaic_written_to_icechunk_opens_with_rioxarray(tmp_path: Path) -> None
 
     data = tmp_path / "data"
     data.mkdir()
-    paths = _tiles(data)
+    paths = write_tiles(data)
     repo = icechunk_repo(tmp_path / "repo", data)
     icechunk_write(repo, _mosaic(paths))
     read = icechunk_read(repo)
@@ -310,18 +283,20 @@ def test_mosaic_written_to_icechunk_opens_with_rioxarray(tmp_path: Path) -> None
         ("bands", r"tile_1_2.tif and .* have different 'band' coordinates"),
     ],
 )
-def test_mosaic_refuses_bad_tile_sets(tmp_path: Path, case: str, message: str) -> None:
+def test_mosaic_refuses_bad_tile_sets(
+    tmp_path: Path, case: str, message: str, write_tiles: Callable[..., list[Path]]
+) -> None:
     if case == "crs":
-        paths = _tiles(tmp_path, crs=["EPSG:32633"] * 5 + ["EPSG:32634"])
+        paths = write_tiles(tmp_path, crs=["EPSG:32633"] * 5 + ["EPSG:32634"])
     elif case == "misaligned":
-        paths = _tiles(tmp_path, shift={(0, 1): (RES / 2, 0.0)})
+        paths = write_tiles(tmp_path, shift={(0, 1): (RES / 2, 0.0)})
     elif case == "overlap":
-        paths = _tiles(tmp_path, shift={(0, 1): (-RES * 2, 0.0)})
+        paths = write_tiles(tmp_path, shift={(0, 1): (-RES * 2, 0.0)})
     elif case == "gap":
-        paths = _tiles(tmp_path)
+        paths = write_tiles(tmp_path)
         paths = [p for p in paths if p.stem not in {"tile_0_1", "tile_1_1"}]
     else:
-        paths = _tiles(tmp_path, bands={(1, 2): 2})
+        paths = write_tiles(tmp_path, bands={(1, 2): 2})
     with pytest.raises(IncompatibleArraysError, match=message):
         _mosaic(paths)
 
@@ -367,3 +342,33 @@ def test_series_keeps_the_cf_attributes_users_decode(tmp_path: Path) -> None:
             expected.append(np.ma.filled(f["t"][:].astype("f8"), np.nan))
     np.testing.assert_allclose(decoded, np.concatenate(expected), equal_nan=True)
     assert np.isnan(decoded[1]) and decoded[0] == pytest.approx(3.52)
+
+
+def test_series_parsed_on_a_dask_cluster_of_processes(tmp_path: Path) -> None:
+    """The bulk path on dask: batches of files parsed in worker processes, their parts
+    sent back and combined here, equal to parsing in this process."""
+    from distributed import Client, LocalCluster
+
+    paths = _georeferenced_strips(tmp_path, 9)
+    urls = [f"file://{p}" for p in paths]
+    expected = virtualizarr_fill.open_virtual_series(urls, REGISTRY, TIFFParser(), "y")
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            protocol="tcp",
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        parsed = virtualizarr_fill.open_virtual_series(
+            urls, REGISTRY, TIFFParser(), "y", executor=client.get_executor()
+        )
+        assert client.run(lambda: __import__("os").getpid())  # real worker processes
+    _same_combination(parsed, expected)
+    np.testing.assert_array_equal(
+        read_manifest_array(parsed.band_data.data),
+        np.concatenate([native_tiff(p) for p in sorted(paths)], axis=0)[np.newaxis],
+    )

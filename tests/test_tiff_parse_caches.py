@@ -522,7 +522,7 @@ def test_repeated_pyramid_levels_read_their_own_segments(
     store, key = REGISTRY.resolve(url)
     reader = StoreFile(store, key)
     with tifffile.TiffFile(reader) as tif:  # type: ignore[arg-type]
-        chain = list(images.main_chain(tif, reader.cached_range))
+        chain = list(images.main_chain(tif, reader.cached_range, b"", lambda: iter(())))
     assert len(chain) == 6
     assert [image.page is None for image in chain] == [False] + [True] * 5
     assert all(image.known is not None for image in chain)  # the first IFD's too

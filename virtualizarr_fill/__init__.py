@@ -22,6 +22,7 @@ from virtualizarr_fill.errors import (
     NotHDF5Error,
     StoreReadError,
     UnknownFormatError,
+    UnregisteredURLError,
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from virtualizarr_fill.reads import PIPELINE_PATH, fast_reads, use_manifest_pipeline
     from virtualizarr_fill.tiff import TIFFParser
     from virtualizarr_fill.writers import to_icechunk, to_kerchunk
+    from virtualizarr_fill.writers.kerchunk import open_kerchunk
+    from virtualizarr_fill.writers.repository import create_repository, open_icechunk
 
 # Public name -> the module that defines it, imported on first access (PEP 562): the
 # codec entry points zarr loads import this package, and must stay light.
@@ -48,9 +51,12 @@ _LAZY = {
     "PIPELINE_PATH": "virtualizarr_fill.reads",
     "TIFFParser": "virtualizarr_fill.tiff",
     "TruncateCodec": "virtualizarr_fill.codecs.truncate",
+    "create_repository": "virtualizarr_fill.writers.repository",
     "enable_rectilinear_chunks": "virtualizarr_fill._zarr_config",
     "fast_reads": "virtualizarr_fill.reads",
     "fill_conflicts": "virtualizarr_fill.concat",
+    "open_icechunk": "virtualizarr_fill.writers.repository",
+    "open_kerchunk": "virtualizarr_fill.writers.kerchunk",
     "open_virtual_mosaic": "virtualizarr_fill.assemble",
     "open_virtual_series": "virtualizarr_fill.assemble",
     "to_icechunk": "virtualizarr_fill.writers",
@@ -88,11 +94,15 @@ __all__ = [
     "TIFFParser",
     "TruncateCodec",
     "UnknownFormatError",
+    "UnregisteredURLError",
     "UnsupportedFeatureError",
     "VirtualizarrFillError",
+    "create_repository",
     "enable_rectilinear_chunks",
     "fast_reads",
     "fill_conflicts",
+    "open_icechunk",
+    "open_kerchunk",
     "open_virtual_mosaic",
     "open_virtual_series",
     "to_icechunk",

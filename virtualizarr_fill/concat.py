@@ -85,6 +85,16 @@ def _cached_grid(grid: ChunkGridMetadata, shape: tuple[int, ...]) -> ChunkGrid:
     return ChunkGrid.from_sizes(shape, tuple(grid.chunk_shape))
 
 
+@functools.lru_cache(maxsize=256)
+def _cached_grid_shape(grid: ChunkGridMetadata, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(_cached_grid(grid, shape).grid_shape)
+
+
+def grid_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:
+    """The number of chunks along each axis (cached: zarr computes it at every call)."""
+    return _cached_grid_shape(metadata.chunk_grid, metadata.shape)
+
+
 def chunk_grid(metadata: ArrayV3Metadata) -> ChunkGrid:
     """The array's chunk grid (the shard grid for a sharded array) with its extents.
 
@@ -830,6 +840,7 @@ __all__ = [
     "dimension_from_edges",
     "format_edges",
     "grid_metadata",
+    "grid_shape",
     "is_rectilinear",
     "is_sharded",
     "stack_metadata",

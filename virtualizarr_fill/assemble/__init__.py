@@ -12,6 +12,7 @@ after the first is reduced to its manifests and coordinate values (:mod:`.parts`
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import xarray as xr
 
 from virtualizarr_fill.assemble.mosaic import X, Y, combine_tiles, tile_grid
-from virtualizarr_fill.assemble.parts import FilePart, compact, file_part, template
+from virtualizarr_fill.assemble.parts import FilePart, compact, file_part, part_dataset
 from virtualizarr_fill.assemble.series import check_same_structure, combine_parts, order_parts
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ OnFillConflict = Literal["error", "use_first", "drop"]
 class Collector:
     """Parsed files for a combination along ``dims``: each checked against the first
     and compacted as it arrives (:func:`~.parts.compact`), so that what is kept grows
-    with the chunk references only; the first file's store gives the template."""
+    with the chunk references only; the first file's part gives the template."""
 
     def __init__(self, dims: Sequence[str], *, new_dim: bool, decode_times: bool | None):
         self.dims = list(dims)
@@ -41,23 +42,58 @@ class Collector:
         self.decode_times = decode_times
         self.parts: list[FilePart] = []
         self._reference: FilePart | None = None
-        self._first: FileManifestStore | None = None
         self._combined: list[str] = []
 
     def add(self, store: FileManifestStore) -> None:
         """Check and keep one parsed file."""
-        part = file_part(store, decode_times=self.decode_times)
+        self.add_part(file_part(store, decode_times=self.decode_times))
+
+    def add_part(self, part: FilePart) -> None:
+        """Check and keep one file's part (as :func:`~.parts.file_part` makes it, with
+        this collector's ``decode_times``)."""
         if self._reference is None:
-            self._reference, self._first = part, store
+            self._reference = part
             self._combined = part.combined(self.dims, self.new_dim)
         check_same_structure(self._reference, part, self.dims)
         self.parts.append(compact(part, self._reference, self._combined, self.dims))
 
     def template(self) -> xr.Dataset:
         """The first file's virtual dataset."""
-        if self._first is None:
+        if self._reference is None:
             raise ValueError("no files to combine")
-        return template(self._first, decode_times=self.decode_times)
+        return part_dataset(self._reference)
+
+
+#: Files per task an executor parses: enough that sending a task and its result costs
+#: little next to parsing its files, few enough that the work spreads.
+BATCH_FILES = 64
+
+
+def parse_parts(
+    urls: Sequence[str],
+    registry: ObjectStoreRegistry,
+    parser: Callable[..., Any],
+    decode_times: bool | None,
+) -> list[FilePart]:
+    """Each file's :class:`FilePart` (one task of an executor): what travels back is the
+    files' manifests and coordinate values, not stores or datasets."""
+    return [
+        file_part(parser(url=url, registry=registry), decode_times=decode_times) for url in urls
+    ]
+
+
+def _workers(executor: Executor) -> int:
+    """How many tasks the executor runs at once (a guess of 4 where it does not say)."""
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    return max(1, int(getattr(executor, "_max_workers", 0) or 4))
+
+
+def _batches(urls: Sequence[str], executor: Executor) -> list[list[str]]:
+    workers = _workers(executor)
+    size = max(1, min(BATCH_FILES, -(-len(urls) // (workers * 4))))
+    return [list(urls[i : i + size]) for i in range(0, len(urls), size)]
 
 
 def _collect(
@@ -67,16 +103,21 @@ def _collect(
     executor: Executor | None,
     collector: Collector,
 ) -> Collector:
-    def one(url: str) -> Any:
-        return parser(url=url, registry=registry)
-
-    stores = map(one, urls) if executor is None else executor.map(one, urls)
-    for store in stores:
-        collector.add(store)
+    if executor is None:
+        for url in urls:
+            collector.add(parser(url=url, registry=registry))
+        return collector
+    task = functools.partial(
+        parse_parts, registry=registry, parser=parser, decode_times=collector.decode_times
+    )
+    for parts in executor.map(task, _batches(urls, executor)):
+        for part in parts:
+            collector.add_part(part)
     return collector
 
 
-def _fill_rule(on_fill_conflict: OnFillConflict) -> contextlib.AbstractContextManager[Any]:
+def fill_rule(on_fill_conflict: OnFillConflict) -> contextlib.AbstractContextManager[Any]:
+    """The rule for files whose fill values differ, as a context (none for ``error``)."""
     from virtualizarr_fill.concat import fill_conflicts
 
     if on_fill_conflict == "error":
@@ -119,7 +160,9 @@ def open_virtual_series(
         Files whose fill values differ: ``"error"`` (default), or combine them the way
         :func:`virtualizarr_fill.fill_conflicts` says.
     executor
-        Parse the files with this executor's ``map`` (threads, processes, dask).
+        Parse the files with this executor's ``map`` (processes, or a dask cluster
+        through ``client.get_executor()``), in batches: each task sends back its files'
+        manifests and coordinate values.
 
     Returns
     -------
@@ -148,7 +191,7 @@ def open_virtual_series(
         raise ValueError(f"{first} has no dimension {dim!r} (dimensions: {list(base.dims)})")
     parts = collector.parts
     ordered = parts if new_dim else order_parts(parts, dim, allow_gaps=allow_gaps)
-    with _fill_rule(on_fill_conflict):
+    with fill_rule(on_fill_conflict):
         return combine_parts(base, ordered, dim, new_dim=new_dim)
 
 
@@ -177,7 +220,8 @@ def open_virtual_mosaic(
         Tiles whose nodata values differ: ``"error"`` (default), or combine them the way
         :func:`virtualizarr_fill.fill_conflicts` says.
     executor
-        Parse the tiles with this executor's ``map``.
+        Parse the tiles with this executor's ``map``, in batches (as for
+        :func:`open_virtual_series`).
 
     Returns
     -------
@@ -203,8 +247,16 @@ def open_virtual_mosaic(
         urls, registry, parser, executor, Collector([Y, X], new_dim=False, decode_times=None)
     )
     grid = tile_grid(collector.parts, allow_gaps=allow_gaps)
-    with _fill_rule(on_fill_conflict):
+    with fill_rule(on_fill_conflict):
         return combine_tiles(collector.template(), grid)
 
 
-__all__ = ["Collector", "FilePart", "open_virtual_mosaic", "open_virtual_series"]
+__all__ = [
+    "Collector",
+    "FilePart",
+    "OnFillConflict",
+    "fill_rule",
+    "parse_parts",
+    "open_virtual_mosaic",
+    "open_virtual_series",
+]

@@ -9,12 +9,13 @@ coordinates; the dataset's attributes. Once checked against the first file,
 :func:`compact` keeps of a file only what the combination takes from it (the manifests
 of the variables being combined, their coordinates), sharing everything equal to the
 first file's, so that memory grows with the chunk references, not with the files'
-metadata. The first file of a combination is also built as a full Dataset
-(:func:`template`), whose structure the result takes.
+metadata. The first file's part is also built into its full Dataset
+(:func:`part_dataset`), whose structure the result takes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +23,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray, ManifestGroup
+from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.manifests.dataset import loadable_variable
+from virtualizarr_fill.manifests.array import FillManifestArray
+from virtualizarr_fill.manifests.dataset import loaded_variables
 from virtualizarr_fill.manifests.store import FileManifestStore
 
 
@@ -125,23 +128,81 @@ def file_part(store: FileManifestStore, *, decode_times: bool | None = None) -> 
         attributes=dataset_attributes(attributes),
     )
     for name, array in group.arrays.items():
-        variable = array.to_virtual_variable()
-        part.arrays[name] = variable.data
-        part.dims[name] = tuple(str(d) for d in variable.dims)
-        part.var_attrs[name] = dict(variable.attrs)
-        if isinstance(variable.attrs.get("coordinates"), str):
-            coord_names.update(variable.attrs["coordinates"].split())
-        if part.dims[name] == (name,):
+        if isinstance(array, FillManifestArray) and array.metadata.dimension_names:
+            # what to_virtual_variable wraps, without building the xarray Variable
+            part.arrays[name] = array.variable_data()
+            part.dims[name] = tuple(str(d) for d in array.metadata.dimension_names)
+            attrs = array.metadata.attributes
+        else:
+            variable = array.to_virtual_variable()
+            part.arrays[name] = variable.data
+            part.dims[name] = tuple(str(d) for d in variable.dims)
+            attrs = variable.attrs
+        part.var_attrs[name] = dict(attrs)
+        if isinstance(attrs.get("coordinates"), str):
+            coord_names.update(attrs["coordinates"].split())
+    candidates = {
+        name: array
+        for name, array in group.arrays.items()
+        if _may_be_dimension_coordinate(name, part.dims[name], array.dtype)
+    }
+    for name, variable in loaded_variables(store, candidates).items():
+        decoded = _decode(name, variable, decode_times)
+        # a netCDF character array is a dimension coordinate once its characters are
+        # joined (as VirtualiZarr decides, on the decoded variables)
+        if decoded.dims == (name,):
             coord_names.add(name)
-            decoded = _decode(name, loadable_variable(store, name, array), decode_times)
             part.coords[name] = decoded.load()
     part.coord_names = frozenset(coord_names)
     return part
 
 
-def template(store: FileManifestStore, *, decode_times: bool | None = None) -> xr.Dataset:
-    """The file's virtual dataset, as ``open_virtual_dataset`` returns it."""
-    return store.to_virtual_dataset(decode_times=decode_times)
+def _may_be_dimension_coordinate(name: str, dims: tuple[str, ...], dtype: np.dtype) -> bool:
+    if dims == (name,):
+        return True
+    return len(dims) == 2 and dims[0] == name and dtype.kind == "S" and dtype.itemsize == 1
+
+
+def part_dataset(part: FilePart) -> xr.Dataset:
+    """The file's virtual dataset, as ``open_virtual_dataset`` returns it (its dimension
+    coordinates loaded), built from the part alone."""
+    from virtualizarr.xarray import (
+        construct_fully_virtual_dataset,
+        replace_virtual_with_loadable_vars,
+    )
+
+    virtual = {
+        name: xr.Variable(part.dims[name], array, part.var_attrs[name])
+        for name, array in part.arrays.items()
+    }
+    fully_virtual = construct_fully_virtual_dataset(
+        virtual_vars=virtual,
+        coord_names=[n for n in part.coord_names if n in part.arrays],
+        attrs=dict(part.attributes),
+    )
+    loadable = xr.Dataset(coords=dict(part.coords), attrs=dict(part.attributes))
+    return replace_virtual_with_loadable_vars(fully_virtual, loadable, None)
+
+
+#: Array metadata fields compared first (cheap, and where files differ); zarr's own
+#: ``ArrayV3Metadata.__eq__`` compares the JSON of both, which costs more than the rest
+#: of a file's compaction together.
+_CHEAP_FIRST = ("shape", "data_type", "chunk_grid", "codecs", "dimension_names")
+
+
+_FIELDS = [f.name for f in dataclasses.fields(ArrayV3Metadata)]
+_METADATA_FIELDS = (
+    *[n for n in _CHEAP_FIRST if n in _FIELDS],
+    *[n for n in _FIELDS if n not in _CHEAP_FIRST],
+)
+
+
+def _same_metadata(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
+    """Whether two array metadata are equal, field by field (a NaN fill value compares
+    unequal: the metadata is then not shared, which costs memory only)."""
+    return type(a) is type(b) and all(
+        bool(getattr(a, name) == getattr(b, name)) for name in _METADATA_FIELDS
+    )
 
 
 def _shared(reference: Any, value: Any) -> Any:
@@ -149,6 +210,8 @@ def _shared(reference: Any, value: Any) -> Any:
     if value is reference:
         return reference
     try:
+        if isinstance(reference, ArrayV3Metadata):
+            return reference if _same_metadata(reference, value) else value
         return reference if bool(reference == value) else value
     except (TypeError, ValueError):  # values that do not compare to one truth value
         return value
@@ -231,9 +294,9 @@ def common_attributes(attribute_sets: Sequence[Mapping[Any, Any]]) -> dict[Hasha
 
 __all__ = [
     "FilePart",
+    "part_dataset",
     "common_attributes",
     "compact",
     "dataset_attributes",
     "file_part",
-    "template",
 ]

@@ -53,9 +53,7 @@ def _step(values: np.ndarray) -> Any:
     return first if np.all(steps == first) else None
 
 
-def order_parts(
-    parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False
-) -> list[FilePart]:
+def order_parts(parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False) -> list[FilePart]:
     """The files in the order of their coordinate along ``dim`` (as given where they have
     none), checked for overlaps and gaps (see the module docstring)."""
     if not all(dim in part.coords for part in parts):
@@ -198,10 +196,12 @@ def combine_parts(
 def leading(part: FilePart, name: str, variable: xr.Variable) -> xr.Variable:
     """``variable`` as the leading file ``part`` holds it (xarray's ``compat="override"``
     takes variables that are not combined from the first file)."""
-    attrs = part.var_attrs.get(name, variable.attrs)
-    if name in part.coords:
+    if name in part.coords:  # decoded: its CF attributes moved into its encoding
         coordinate = part.coords[name]
-        return xr.Variable(variable.dims, coordinate.data, attrs, dict(variable.encoding))
+        return xr.Variable(
+            variable.dims, coordinate.data, coordinate.attrs, dict(coordinate.encoding)
+        )
+    attrs = part.var_attrs.get(name, variable.attrs)
     return xr.Variable(variable.dims, part.arrays[name], attrs, dict(variable.encoding))
 
 

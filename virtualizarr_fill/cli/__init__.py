@@ -4,7 +4,8 @@ Commands::
 
     virtualizarr-fill inspect FILE_OR_URL... [--json] [--all-images]
     virtualizarr-fill build FILES_OR_GLOB_OR_URL... --concat-dim DIM [--new-dim] --out DEST
-                      [--workers N] [--dask-scheduler ADDRESS] [--skip-bad] [--overwrite]
+                      [--workers N] [--worker-memory GIB] [--dask-scheduler ADDRESS]
+                      [--skip-bad] [--overwrite]
                       [--kerchunk-format {auto,2,3}]
     virtualizarr-fill verify DEST --against FILES_OR_GLOB_OR_URL... [--concat-dim DIM [--new-dim]]
 

@@ -23,6 +23,7 @@ from virtualizarr_fill.cli._errors import (
     classify_error,
 )
 from virtualizarr_fill.cli._settings import POOL_THRESHOLD
+from virtualizarr_fill.isolation import DEFAULT_MEMORY_LIMIT
 
 __all__ = ["build_parser", "main"]
 
@@ -80,20 +81,50 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--concat-dim",
         metavar="DIM",
-        help="dimension to concatenate along (required unless --time-from is given)",
+        help="dimension to combine the files along, in the order of their DIM coordinate "
+        "(default: one file as it is; several GeoTIFFs as a mosaic)",
     )
     build.add_argument(
         "--new-dim", action="store_true", help="stack the files along a new dimension DIM"
     )
     build.add_argument(
-        "--out", required=True, metavar="DEST", help="Icechunk repository, or *.json / *.parquet"
+        "--mosaic",
+        action="store_true",
+        help="place GeoTIFF tiles on one grid by their georeferencing (the default for "
+        "several georeferenced files without --concat-dim)",
+    )
+    build.add_argument(
+        "--allow-gaps",
+        action="store_true",
+        help="accept files (or tiles) that do not abut; missing parts read as the fill value",
+    )
+    build.add_argument(
+        "--out",
+        required=True,
+        metavar="DEST",
+        help="Icechunk repository (a directory NAME.icechunk or without suffix, or "
+        "s3://bucket/prefix), or kerchunk references NAME.json / NAME.parquet",
+    )
+    build.add_argument(
+        "--append",
+        action="store_true",
+        help="add the files to the Icechunk repository DEST along the dimension it was "
+        "built with, as one commit",
     )
     build.add_argument(
         "--workers",
         type=int,
         metavar="N",
-        help=f"parser processes (default: one per CPU from {POOL_THRESHOLD} files on, "
-        "else parse in this process)",
+        help=f"parser processes, a file that crashes one costing only that file (default: "
+        f"one per CPU from {POOL_THRESHOLD} files on, else 1; 0: parse in this process)",
+    )
+    build.add_argument(
+        "--worker-memory",
+        type=float,
+        default=DEFAULT_MEMORY_LIMIT / 2**30,
+        metavar="GIB",
+        help="address space a parser process may take beyond its start "
+        f"(default: {DEFAULT_MEMORY_LIMIT / 2**30:g} GiB)",
     )
     build.add_argument("--dask-scheduler", metavar="ADDRESS", help="parse on this dask cluster")
     build.add_argument(
@@ -129,14 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parser_options(build)
     _add_debug(build, argparse.SUPPRESS)
 
-    check = commands.add_parser("verify", help="compare a store with the native readers")
+    check = commands.add_parser(
+        "verify", help="compare a store's decoded values with the native readers'"
+    )
     check.add_argument("dest", metavar="DEST")
     check.add_argument("--against", nargs="+", required=True, metavar="FILES_OR_GLOB_OR_URL")
-    check.add_argument(
-        "--concat-dim", metavar="DIM", help="as given to build (needed for several files)"
-    )
-    check.add_argument("--new-dim", action="store_true", help="as given to build")
-    _add_parser_options(check)
     _add_debug(check, argparse.SUPPRESS)
     return top
 
@@ -168,8 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
         return int(exit_.code or 0)
-    if args.command == "build" and args.workers is not None and args.workers < 1:
-        return _fail("--workers must be at least 1", EXIT_USAGE)
+    if args.command == "build" and args.workers is not None and args.workers < 0:
+        return _fail("--workers must be 0 or more", EXIT_USAGE)
+    if args.command == "build" and not args.worker_memory > 0:
+        return _fail("--worker-memory must be positive", EXIT_USAGE)
     try:
         return _command(args.command)(args)
     except KeyboardInterrupt:

@@ -1,4 +1,5 @@
 """Defaults of the command line shared by its argument parser and its commands."""
 
-#: From this many input files on, ``build`` parses in worker processes by default.
+#: Below this many files ``build`` parses in one worker process by default: starting one
+#: per CPU costs more than parsing a few headers.
 POOL_THRESHOLD = 16

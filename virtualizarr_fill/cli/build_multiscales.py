@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from virtualizarr_fill.cli._combine import combining
 from virtualizarr_fill.cli._destinations import (
     Destination,
     create_icechunk_repository,
@@ -23,14 +24,41 @@ from virtualizarr_fill.cli._destinations import (
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import expand_inputs, registry_for
-from virtualizarr_fill.cli._parse import describe_failure, make_parser, recording
+from virtualizarr_fill.cli._parse import (
+    describe_failure,
+    parser_from_options,
+    parser_options,
+    recording,
+)
+from virtualizarr_fill.cli._record import INPUTS_KEY, RECORD_KEY, BuildRecord, package_version
+from virtualizarr_fill.cli._write import staged
 from virtualizarr_fill.cli.progress import Progress
 from virtualizarr_fill.writers import to_icechunk
 
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["command_build_multiscales", "parse_tree"]
+__all__ = ["combine", "command_build_multiscales", "parse_tree"]
+
+
+def combine(
+    datasets: Sequence[xr.Dataset],
+    urls: Sequence[str],
+    dim: str | None,
+    new_dim: bool,
+    on_fill_conflict: str = "error",
+) -> xr.Dataset:
+    """One level's datasets concatenated along ``dim`` (an existing or a new dimension)
+    in the order given (:func:`virtualizarr_fill.multiscale_stores.combine_level`)."""
+    from virtualizarr_fill.assemble import fill_rule
+    from virtualizarr_fill.multiscale_stores import combine_level
+
+    if len(datasets) == 1 and not new_dim:
+        return datasets[0]
+    if dim is None:
+        raise CliError("several files need --concat-dim DIM", EXIT_USAGE)
+    with combining(f"along {dim!r}"), fill_rule(on_fill_conflict):  # type: ignore[arg-type]
+        return combine_level(datasets, urls, dim, new_dim=new_dim)
 
 
 def parse_tree(url: str, parser: Any) -> tuple[xr.DataTree | None, str | None, int]:
@@ -72,17 +100,19 @@ def _write(
     destination: Destination,
     message: str,
     overwrite: bool,
+    record: BuildRecord,
 ) -> str:
-    from virtualizarr_fill.cli.build import _staged
     from virtualizarr_fill.multiscale_stores import multiscales_to_kerchunk
 
-    with _staged(destination, overwrite) as target:
+    tree = tree.copy()
+    tree.attrs[RECORD_KEY] = record.to_attribute()
+    with staged(destination, overwrite) as target:
         if destination.kind == "icechunk":
-            staged = Destination(destination.text, "icechunk", target)
-            repo = create_icechunk_repository(staged, urls)
+            staged_to = Destination(destination.text, "icechunk", target)
+            repo = create_icechunk_repository(staged_to, urls)
             session = repo.writable_session("main")
             to_icechunk(tree, session.store)
-            snapshot = session.commit(message)
+            snapshot = session.commit(message, metadata={INPUTS_KEY: list(urls)})
             return f"Icechunk repository {destination.text} (snapshot {snapshot})"
         assert target is not None
         import_optional("kerchunk", "kerchunk")
@@ -92,7 +122,6 @@ def _write(
 
 def command_build_multiscales(args: argparse.Namespace) -> int:
     """``build --overviews`` (see the module docstring)."""
-    from virtualizarr_fill.cli.build import combine
     from virtualizarr_fill.multiscale_stores import combine_multiscales
     from virtualizarr_fill.multiscales import levels_of
 
@@ -108,7 +137,8 @@ def command_build_multiscales(args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     urls = expand_inputs(args.inputs)
-    parser = make_parser(args, overviews="multiscales")
+    tiff_options, hdf5_options = parser_options(args, overviews="multiscales")
+    parser = parser_from_options(tiff_options, hdf5_options)
     used, trees, skipped = _parse_all(urls, parser, args.skip_bad)
     if not trees:
         raise CliError(f"none of the {len(urls)} files could be virtualized", EXIT_BAD_INPUT)
@@ -122,8 +152,17 @@ def command_build_multiscales(args: argparse.Namespace) -> int:
             tree = combine_multiscales(trees, used, args.concat_dim, combine=combine_level)
         except ValueError as error:  # the project's refusals are ValueErrors too
             raise CliError(str(error), EXIT_BAD_INPUT) from None
-    message = f"{PROG} build --overviews: {len(used)} files along {args.concat_dim!r}"
-    written = _write(tree, used, destination, message, args.overwrite)
+    along = f" along {args.concat_dim!r}" if args.concat_dim else ""
+    message = f"{PROG} build --overviews: {len(used)} files{along}"
+    record = BuildRecord(
+        mode="multiscales",
+        dim=args.concat_dim,
+        on_fill_conflict=args.on_fill_conflict,
+        tiff_options=tiff_options,
+        hdf5_options=hdf5_options,
+        version=package_version(),
+    ).with_inputs(used)
+    written = _write(tree, used, destination, message, args.overwrite, record)
     lines = [f"wrote {written}", f"  files:     {len(used)} virtualized, {len(skipped)} skipped"]
     for name in levels_of(tree.attrs):  # type: ignore[arg-type]
         level = tree[name]

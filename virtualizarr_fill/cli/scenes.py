@@ -3,20 +3,18 @@
 Each file is parsed with ``TIFFParser(time_from=SPEC)``, which gives its dataset a
 ``time`` dimension of length one and the scene's CF-encoded time (see
 :mod:`virtualizarr_fill.time_stack`); the files are then combined along ``time`` in time
-order. Two scenes of the same time are refused, naming both files.
+order (:func:`virtualizarr_fill.assemble.series.order_parts`). Two scenes of the same
+time are refused as overlapping, naming both files.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
-from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_USAGE, CliError
-from virtualizarr_fill.cli._inputs import display
-from virtualizarr_fill.cli._parse import ParsedFile
+from virtualizarr_fill.cli._errors import EXIT_USAGE, CliError
 
-__all__ = ["check_scene_arguments", "in_time_order", "scene_parser_options"]
+__all__ = ["check_scene_arguments", "scene_parser_options"]
 
 
 def check_scene_arguments(args: argparse.Namespace) -> None:
@@ -24,8 +22,6 @@ def check_scene_arguments(args: argparse.Namespace) -> None:
     existing dimension (``--new-dim`` is not needed) and excludes ``--overviews``."""
     time_from = getattr(args, "time_from", None)
     if time_from is None:
-        if args.concat_dim is None:
-            raise CliError("build needs --concat-dim (or --time-from)", EXIT_USAGE)
         return
     from virtualizarr_fill.time_stack import TIME, TimeSource
 
@@ -46,15 +42,3 @@ def scene_parser_options(args: argparse.Namespace) -> dict[str, Any]:
     """The TIFF parser options ``--time-from`` asks for (none without it)."""
     time_from = getattr(args, "time_from", None)
     return {} if time_from is None else {"time_from": time_from}
-
-
-def in_time_order(parsed: Sequence[ParsedFile]) -> list[ParsedFile]:
-    """The parsed files in the order of their scenes' times."""
-    from virtualizarr_fill.time_stack import TimeCoordinateError, order_by_time
-
-    datasets = [r.dataset for r in parsed]
-    try:
-        order = order_by_time(datasets, [display(r.url) for r in parsed])  # type: ignore[arg-type]
-    except TimeCoordinateError as error:
-        raise CliError(str(error), EXIT_BAD_INPUT) from None
-    return [parsed[i] for i in order]

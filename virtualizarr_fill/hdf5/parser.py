@@ -40,7 +40,7 @@ from virtualizarr_fill.hdf5.attrs import convert_attributes
 from virtualizarr_fill.hdf5.dims import DatasetNode, DimensionNamer, GroupNode
 from virtualizarr_fill.hdf5.reader import HDF5File, open_h5py
 from virtualizarr_fill.hdf5.urls import join_url
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io import StoreFile, resolve
 from virtualizarr_fill.manifests import FileManifestStore
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -115,7 +115,7 @@ class _FileSession:
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def reader(self, url: str) -> HDF5File:
-        store, path = self.registry.resolve(url)
+        store, path = resolve(self.registry, url)
         reader = HDF5File(store, path, **self.reader_options)
         self.readers.append(reader)
         return reader

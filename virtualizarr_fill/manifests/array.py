@@ -173,6 +173,11 @@ class FillManifestArray(ManifestArray):
                 f"Cannot create virtual variable from {self.ndim}-dimensional array without "
                 "dimension names."
             )
+        return xr.Variable(data=self.variable_data(), dims=dims, attrs=self.metadata.attributes)
+
+    def variable_data(self) -> FillManifestArray:
+        """The array :meth:`to_virtual_variable` wraps: no dimension names, and of the
+        attributes only the CF fill attributes."""
         attrs = self.metadata.attributes
         kept = {k: attrs[k] for k in FILL_ATTRIBUTES if k in attrs}
         stripped = copy_without_dimension_names(self.metadata, kept)
@@ -180,7 +185,7 @@ class FillManifestArray(ManifestArray):
         variable_data: FillManifestArray = object.__new__(FillManifestArray)
         variable_data._metadata = stripped
         variable_data._manifest = self.manifest
-        return xr.Variable(data=variable_data, dims=dims, attrs=attrs)
+        return variable_data
 
 
 def _built(metadata: ArrayV3Metadata, manifest: ChunkManifest) -> FillManifestArray:

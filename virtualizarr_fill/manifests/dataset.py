@@ -21,8 +21,8 @@ corpus file.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -59,9 +59,7 @@ def _encoding(array: ManifestArray, dims: tuple[Hashable, ...]) -> dict[str, Any
     if isinstance(grid, RegularChunkGridMetadata):
         chunks: tuple[Any, ...] = tuple(grid.chunk_shape)  # zarr's ``Array.chunks``
     else:  # ``Array.read_chunk_sizes``: each chunk's length inside the array
-        chunks = _compact_chunk_sizes(
-            tuple(data_edges(d) for d in chunk_grid(metadata).dimensions)
-        )
+        chunks = _compact_chunk_sizes(tuple(data_edges(d) for d in chunk_grid(metadata).dimensions))
     encoding: dict[str, Any] = {
         "chunks": chunks,
         "preferred_chunks": dict(zip(dims, chunks, strict=True)),
@@ -81,14 +79,10 @@ def _encoding(array: ManifestArray, dims: tuple[Hashable, ...]) -> dict[str, Any
     return encoding
 
 
-def _inlined_values(array: ManifestArray) -> np.ndarray | None:
-    """The values of a one-chunk array whose bytes are inlined in its manifest and
-    stored as plain numbers (the TIFF parser's coordinates), else None."""
+def _plain_dtype(array: ManifestArray) -> np.dtype | None:
+    """The stored data type of a one-chunk array of plain numbers (no codec but
+    ``bytes``), whose one chunk is its values in C order; None for any other array."""
     metadata = array.metadata
-    manifest = array.manifest
-    inlined = getattr(manifest, "_inlined", None)
-    if not inlined or len(inlined) != 1:
-        return None
     if not isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
         return None
     if tuple(metadata.chunk_grid.chunk_shape) != tuple(metadata.shape) or not metadata.shape:
@@ -100,12 +94,52 @@ def _inlined_values(array: ManifestArray) -> np.ndarray | None:
     if native.kind not in "biufc" or native.itemsize == 0:
         return None
     # zarr's BytesCodec holds "little", "big" or (for one-byte types) None
-    order: Literal["<", ">"] = ">" if str(codecs[0].endian) in {"big", "Endian.big"} else "<"
-    data = next(iter(inlined.values()))
-    values = np.frombuffer(data, dtype=native.newbyteorder(order))
-    if values.size != int(np.prod(metadata.shape)):
+    big = str(codecs[0].endian) in {"big", "Endian.big"}
+    return native.newbyteorder(">" if big else "<")
+
+
+def _plain_values(array: ManifestArray, stored: np.dtype, data: Any) -> np.ndarray | None:
+    values = np.frombuffer(data, dtype=stored)
+    if values.size != int(np.prod(array.metadata.shape)):
         return None
-    return values.reshape(metadata.shape).astype(native, copy=False)
+    native = array.metadata.data_type.to_native_dtype()
+    return values.reshape(array.metadata.shape).astype(native, copy=False)
+
+
+def _inlined_values(array: ManifestArray) -> np.ndarray | None:
+    """The values of a one-chunk array of plain numbers whose bytes are inlined in its
+    manifest (the TIFF parser's coordinates), else None."""
+    inlined = getattr(array.manifest, "_inlined", None)
+    if not inlined or len(inlined) != 1:
+        return None
+    stored = _plain_dtype(array)
+    return None if stored is None else _plain_values(array, stored, next(iter(inlined.values())))
+
+
+def _referenced_values(store: FileManifestStore, array: ManifestArray) -> np.ndarray | None:
+    """The values of a one-chunk array of plain numbers whose chunk is a reference into
+    a file (a netCDF coordinate stored contiguously), read with one ranged read; None
+    for other arrays."""
+    from virtualizarr_fill.io import store_read_error
+    from virtualizarr_fill.manifests.byte_ranges import get_ranges, resolve
+
+    stored = _plain_dtype(array)
+    if stored is None:
+        return None
+    entry = array.manifest.get_entry((0,) * len(array.metadata.shape))
+    if entry is None or int(entry["length"]) != stored.itemsize * int(np.prod(array.shape)):
+        return None
+    url, start = entry["path"], int(entry["offset"])
+    end = start + int(entry["length"])
+    try:
+        found, path = resolve(store._registry, url)
+        data = get_ranges(found, path, [start], [end])[0]
+    except BaseException as error:
+        failure = store_read_error(error, url, start, end - start)
+        if failure is None:
+            raise
+        raise failure from error
+    return _plain_values(array, stored, data)
 
 
 def _values(store: FileManifestStore, path: str, array: ManifestArray) -> Any:
@@ -132,6 +166,10 @@ def _fill_value_attribute(value: Any, array: ManifestArray) -> Any:
 
 def loadable_variable(store: FileManifestStore, path: str, array: ManifestArray) -> xr.Variable:
     """The variable xarray's zarr backend opens for ``array`` (before CF decoding)."""
+    return _variable(array, _values(store, path, array))
+
+
+def _variable(array: ManifestArray, values: Any) -> xr.Variable:
     metadata = array.metadata
     dims = tuple(metadata.dimension_names or ())
     if len(dims) != len(metadata.shape):
@@ -142,7 +180,40 @@ def loadable_variable(store: FileManifestStore, path: str, array: ManifestArray)
     attributes = dict(metadata.attributes)
     if "_FillValue" in attributes:
         attributes["_FillValue"] = _fill_value_attribute(attributes["_FillValue"], array)
-    return xr.Variable(dims, _values(store, path, array), attributes, _encoding(array, dims))
+    return xr.Variable(dims, values, attributes, _encoding(array, dims))
+
+
+def loaded_variables(
+    store: FileManifestStore, arrays: Mapping[str, ManifestArray]
+) -> dict[str, xr.Variable]:
+    """:func:`loadable_variable` of each array, its values read now: plain one-chunk
+    arrays (most coordinates) with one ranged read each, the others through zarr
+    together, in one pass of zarr's event loop (a file's few small coordinates would
+    otherwise cost a round trip to it each)."""
+    import asyncio
+
+    from zarr.core.array import AsyncArray
+    from zarr.core.sync import sync
+    from zarr.storage import StorePath
+
+    values: dict[str, Any] = {
+        name: _inlined_values(array)
+        if getattr(array.manifest, "_inlined", None)
+        else _referenced_values(store, array)
+        for name, array in arrays.items()
+    }
+    pending = {
+        name: AsyncArray(metadata=arrays[name].metadata, store_path=StorePath(store, name))
+        for name, found in values.items()
+        if found is None
+    }
+
+    async def read_all() -> list[Any]:
+        return await asyncio.gather(*(array.getitem(...) for array in pending.values()))
+
+    if pending:
+        values.update(zip(pending, (np.asarray(v) for v in sync(read_all())), strict=True))
+    return {name: _variable(array, np.asarray(values[name])) for name, array in arrays.items()}
 
 
 def can_build(group: ManifestGroup) -> bool:

@@ -33,6 +33,7 @@ from virtualizarr_fill.concat import (
     dimension_from_edges,
     format_edges,
     grid_metadata,
+    grid_shape,
     stack_metadata,
 )
 from virtualizarr_fill.errors import UnsupportedFeatureError
@@ -61,11 +62,11 @@ def describer(arrays: Sequence[ManifestArray]) -> Callable[[int], str]:
 
 def check_manifest_matches_grid(metadata: ArrayV3Metadata, manifest: ChunkManifest) -> None:
     """Refuse a manifest whose chunk-grid shape is not the metadata's."""
-    grid_shape = chunk_grid(metadata).grid_shape
-    if manifest.shape_chunk_grid != grid_shape:
+    shape = grid_shape(metadata)
+    if manifest.shape_chunk_grid != shape:
         raise ValueError(
             f"chunk manifest of shape {manifest.shape_chunk_grid} does not match the "
-            f"chunk grid of shape {grid_shape} of an array of shape {metadata.shape}"
+            f"chunk grid of shape {shape} of an array of shape {metadata.shape}"
         )
 
 

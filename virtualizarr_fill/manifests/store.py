@@ -14,12 +14,16 @@ It is VirtualiZarr's ``ManifestStore`` for one parsed file, with
 * zarr's synchronous store surface (``get_sync``; the write methods raise as the
   asynchronous ones do), which zarr's ``FusedCodecPipeline`` needs before it reads a
   batch of chunks in a thread pool instead of one coroutine per chunk;
+* a failed chunk read (obstore's errors, and its panics, which are not exceptions)
+  raised as a :class:`~virtualizarr_fill.errors.StoreReadError` naming the file and the
+  chunk;
 * ``to_virtual_dataset`` whose oversized-chunk warning reads chunk edges from zarr's
   chunk grid (VirtualiZarr's raises for rectilinear grids).
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 import weakref
 from collections.abc import Iterable
@@ -33,6 +37,7 @@ from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Suf
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from virtualizarr_fill.concat import chunk_grid, codec_edges
+from virtualizarr_fill.io import store_read_error
 from virtualizarr_fill.manifests.byte_ranges import resolve
 
 if TYPE_CHECKING:
@@ -138,7 +143,10 @@ class FileManifestStore(ManifestStore):
         if key.endswith("zarr.json"):
             found = metadata_node(self._group, key)
             return None if found is None else zarr_json(found.metadata)
-        return await super().get(key, prototype, byte_range)
+        try:
+            return await super().get(key, prototype, byte_range)
+        except BaseException as error:
+            raise self._read_error(error, key) from error
 
     def get_sync(
         self,
@@ -170,8 +178,37 @@ class FileManifestStore(ManifestStore):
         store, path = resolve(self._registry, entry["path"])
         offset = int(entry["offset"])
         start, end = byte_span(byte_range, offset, offset + int(entry["length"]))
-        data = obstore.get_range(store, path, start=start, end=end)
+        try:
+            data = obstore.get_range(store, path, start=start, end=end)
+        except BaseException as error:
+            failure = store_read_error(error, entry["path"], start, end - start)
+            if failure is None:
+                raise
+            raise failure from error
         return prototype.buffer.from_bytes(data)  # type: ignore[arg-type]
+
+    def _read_error(self, error: BaseException, key: str) -> BaseException:
+        """A failure reading chunk ``key`` as a :class:`StoreReadError` naming the file
+        and the chunk (obstore's errors and panics), or ``error`` itself when it is the
+        interpreter's (``KeyboardInterrupt``...) or already names what failed."""
+        from virtualizarr_fill.errors import VirtualizarrFillError
+
+        if isinstance(error, VirtualizarrFillError):
+            return error
+        node, _ = deepest_node(self._group, key)
+        entry = None
+        with contextlib.suppress(Exception):
+            separator: Literal[".", "/"] = getattr(
+                node.metadata.chunk_key_encoding, "separator", "."
+            )
+            entry = node.manifest.get_entry(
+                parse_manifest_index(key, separator, expand_pattern=True)
+            )
+        if entry is None:
+            return error
+        offset, length = int(entry["offset"]), int(entry["length"])
+        failure = store_read_error(error, f"{entry['path']} (chunk {key})", offset, length)
+        return error if failure is None else failure
 
     def set_sync(self, *args: Any, **kwargs: Any) -> None:
         """The store is read-only."""

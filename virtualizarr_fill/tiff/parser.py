@@ -40,7 +40,8 @@ import dataclasses
 import logging
 import struct
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -54,10 +55,16 @@ from virtualizarr_fill.errors import (
     VirtualizarrFillError,
 )
 from virtualizarr_fill.grid import edge_handling_of
-from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
+from virtualizarr_fill.io import (
+    DEFAULT_FIRST_REQUEST,
+    DEFAULT_PARSE_DEADLINE,
+    StoreFile,
+    normalize_url,
+    resolve,
+)
 from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
-from virtualizarr_fill.tiff import caches, geo, images, pyramid, segments, tags
+from virtualizarr_fill.tiff import caches, chain, geo, images, pyramid, segments, tags
 from virtualizarr_fill.tiff.arrays import (
     array_metadata,
     inlined_array,
@@ -128,6 +135,10 @@ class TIFFParser:
         both. See :mod:`virtualizarr_fill.tiff.segments`.
     first_request
         Bytes fetched by the first request (the header usually lies within them).
+    deadline
+        Seconds a parse may take, its object-store requests and their retries included
+        (``None``: no limit); a request still unanswered then raises
+        :class:`~virtualizarr_fill.errors.StoreReadError` naming the file.
 
     Raises
     ------
@@ -158,6 +169,7 @@ class TIFFParser:
     on_out_of_range: Literal["raise", "warn"] = "raise"
     probe_last_strip: bool = True
     first_request: int = DEFAULT_FIRST_REQUEST
+    deadline: float | None = DEFAULT_PARSE_DEADLINE
 
     def __post_init__(self) -> None:
         if self.overviews not in (None, "multiscales"):
@@ -172,8 +184,10 @@ class TIFFParser:
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """The ManifestStore of the TIFF at ``url``, read through ``registry``'s store."""
         url = normalize_url(url)
-        store, path = registry.resolve(url)
-        reader = StoreFile(store, path, first_request=self.first_request)
+        store, path = resolve(registry, url)
+        reader = StoreFile(
+            store, path, first_request=self.first_request, deadline=self.deadline, url=url
+        )
         return FileManifestStore(self.parse(url, reader), registry=registry, url=url)
 
     def parse(self, url: str, reader: StoreFile) -> ManifestGroup:
@@ -201,7 +215,7 @@ class TIFFParser:
                 return _tree_group(tif, context)
             if self.stack_pages:
                 return _stacked_group(tif, context)
-            page = _select_page(tif, self.ifd, url)
+            page = _select_page(tif, self.ifd, context)
             image = _description(_chain_page(page, context), context)
             group = _image_group(image, page, page.index, context, source=_source(url, page.index))
             if self.time_from is not None:
@@ -226,6 +240,11 @@ class _Context:
     reader: StoreFile
     file_size: int
     options: TIFFParser
+    #: IFDs and IFD-table bytes the parse may still walk (see :mod:`.chain`).
+    budget: chain.IFDBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "budget", chain.IFDBudget(self.file_size))
 
 
 def _source(url: str, index: int) -> str:
@@ -308,20 +327,29 @@ def _is_main_image(page: TiffPage) -> bool:
     return not (page.is_reduced or page.is_mask)
 
 
-def _main_pages(tif: TiffFile) -> list[TiffPage]:
-    pages = []
-    for page in tif.pages:
-        page = as_page(page)
-        if _is_main_image(page):
-            pages.append(page)
-    return pages
+def _chain_pages(tif: TiffFile, context: _Context) -> Iterator[TiffPage]:
+    """Every IFD of the main chain, walked with a cycle check and a budget."""
+    walk = chain.walk_main_chain(tif, context.reader, context.budget)
+    chain.warn_stopped(walk, context.url)
+    return chain.main_pages(tif, walk)
 
 
-def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
+def _main_pages(tif: TiffFile, context: _Context) -> list[TiffPage]:
+    return [page for page in _chain_pages(tif, context) if _is_main_image(page)]
+
+
+def _select_page(tif: TiffFile, ifd: int | None, context: _Context) -> TiffPage:
+    url = context.url
     if ifd is not None:
-        if not 0 <= ifd < len(tif.pages):
+        walk = chain.walk_main_chain(tif, context.reader, context.budget)
+        if not 0 <= ifd < len(walk):
+            if ifd > 0 and walk.stopped is not None:
+                raise CorruptFileError(
+                    f"{url}: IFD {ifd} cannot be reached: {walk.stopped} (the chain "
+                    f"holds {len(walk)} IFDs before that point)"
+                )
             raise UnsupportedFeatureError(
-                f"{url}: IFD {ifd} does not exist (the file has {len(tif.pages)} IFDs)"
+                f"{url}: IFD {ifd} does not exist (the file has {len(walk)} IFDs)"
             )
         return as_page(tif.pages[ifd])
     try:
@@ -331,8 +359,9 @@ def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
         raise CorruptFileError(f"{url}: the IFD chain holds no image") from None
     if _is_main_image(first):
         return first
-    for page in _main_pages(tif):
-        return page
+    for page in _chain_pages(tif, context):
+        if _is_main_image(page):
+            return page
     return first
 
 
@@ -561,8 +590,12 @@ def _named_images(
     main: ImageDescription | None = None
     overview = mask_overview = 0
     reader = context.reader
-    for chained in images.main_chain(tif, reader.cached_range, reader.first_block()):
+    chained_images = images.main_chain(
+        tif, reader.cached_range, reader.first_block(), lambda: _chain_pages(tif, context)
+    )
+    for chained in chained_images:
         index = chained.index
+        context.budget.seen.add(int(chained.segments.offset))  # type: ignore[attr-defined]
         image = _description(chained, context)
         parent = main
         if image.is_main:
@@ -584,8 +617,8 @@ def _named_images(
         if first_pyramid:
             continue
         page = chained.page
-        for number, sub in enumerate((page.pages if page is not None else None) or ()):
-            sub_page = as_page(sub)
+        subifds = [] if page is None else chain.subifd_pages(page, context.budget, context.url)
+        for number, sub_page in enumerate(subifds):
             source = _source(context.url, sub_page.index)
             named.append(
                 _NamedImage(
@@ -631,7 +664,7 @@ def _prefix(base: str) -> str:
 
 def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     """Full-resolution pages stacked along a new leading ``page`` dimension."""
-    pages = _main_pages(tif)
+    pages = _main_pages(tif, context)
     descriptions = [_description(_chain_page(page, context), context) for page in pages]
     georef = descriptions[0].georeference
     grid_mapping = _grid_mapping_attributes(georef)

@@ -61,10 +61,18 @@ class SegmentLayout:
     grid_shape: tuple[int, int, int]
     tiled: bool
     pixel_interleaved: bool
+    #: RowsPerStrip as the file states it, where an image of one strip states more rows
+    #: than it has (the strip may be stored padded to them); else 0.
+    stated_strip_rows: int = 0
 
     @property
     def samples(self) -> int:
         return self.shape[0]
+
+    @property
+    def last_strip_capacity(self) -> int:
+        """The most rows the last strip may be stored with, padding included."""
+        return max(self.chunk_shape[1], self.stated_strip_rows)
 
     @property
     def last_strip_rows(self) -> int:
@@ -291,6 +299,14 @@ def _rows_per_strip(page: TiffPage) -> int:
     return min(max(rows, 1), int(page.imagelength))
 
 
+def _stated_rows_per_strip(page: TiffPage) -> int:
+    """RowsPerStrip as the IFD states it (tifffile's ``rowsperstrip`` is clipped to the
+    image's rows); 0 when absent or not one integer."""
+    tag = page.tags.get(278)
+    value = tag.value if tag is not None and tag.count == 1 else None
+    return value if isinstance(value, int) and value > 0 else 0
+
+
 # TIFF field types an offset or byte-count array may have: SHORT, LONG, IFD, LONG8, IFD8.
 _SEGMENT_TAG_TYPES = {3: "SHORT", 4: "LONG", 13: "IFD", 16: "LONG8", 18: "IFD8"}
 _SEGMENT_TAGS = {
@@ -338,13 +354,20 @@ def segment_layout(page: TiffPage, source: str) -> SegmentLayout:
         raise CorruptFileError(
             f"{source}: SamplesPerPixel {samples} is outside 1..{_MAX_SAMPLES} (a SHORT field)"
         )
-    interleaved = samples > 1 and int(page.planarconfig) == 1
+    planar = int(page.planarconfig)
+    if samples > 1 and planar not in (1, 2):
+        # tifffile keeps the number, and decodes such pages partly as either layout.
+        raise CorruptFileError(
+            f"{source}: PlanarConfiguration {planar} is neither 1 (chunky) nor 2 (planar)"
+        )
+    interleaved = samples > 1 and planar == 1
     if page.is_tiled:
         rows, cols = int(page.tilelength), int(page.tilewidth)
     else:
         rows, cols = _rows_per_strip(page), width
     band_chunk = samples if interleaved else 1
     grid = (samples // band_chunk, math.ceil(height / rows), math.ceil(width / cols))
+    stated = 0 if page.is_tiled else _stated_rows_per_strip(page)
     count = math.prod(grid)
     if len(page.dataoffsets) != count or len(page.databytecounts) != count:
         raise CorruptFileError(
@@ -358,6 +381,7 @@ def segment_layout(page: TiffPage, source: str) -> SegmentLayout:
         grid_shape=grid,
         tiled=bool(page.is_tiled),
         pixel_interleaved=interleaved,
+        stated_strip_rows=stated if stated > height else 0,
     )
 
 

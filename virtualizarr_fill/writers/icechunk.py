@@ -235,9 +235,7 @@ def _write_dataset(
     """VirtualiZarr's ``write_virtual_dataset_to_icechunk_group``, each virtual variable
     written by :func:`_write_variable`."""
     if region is not None:
-        vds, region = upstream.icechunk_writer("validate_and_autodetect_region")(
-            group, vds, region
-        )
+        vds, region = upstream.icechunk_writer("validate_and_autodetect_region")(group, vds, region)
     virtual = {n: v for n, v in vds.variables.items() if isinstance(v.data, ManifestArray)}
     loadable = {n: v for n, v in vds.variables.items() if n not in virtual}
     if loadable:
