@@ -46,7 +46,7 @@ from tests._manifest_builders import (
 )
 from tests.servers import S3Server
 from tests.test_tiff_readback import tifffile_reference
-from virtualizarr_fill import HDF5Parser, TIFFParser
+from virtualizarr_fill import HDF5Parser, StoreReadError, TIFFParser
 from virtualizarr_fill.reads import PIPELINE_PATH, bytes_decoders, planning, raw_layout, scheduling
 from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
 
@@ -315,6 +315,32 @@ def test_s3_on_loopback(
     store = _parse(HDF5Parser(), f"s3://{bucket}/data/data.h5", registry)
     for name in ("chunked", "sparse"):
         _assert_same(zarr.open_array(store, path=name, mode="r")[...], _h5(hdf5_file, name))
+
+
+@pytest.mark.parametrize("compression", [None, "zlib"])
+@pytest.mark.parametrize("threaded", [False, True], ids=["event_loop", "threads"])
+@pytest.mark.parametrize("reads", ["use_manifest_pipeline", "fast_reads"])
+def test_file_shortened_after_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    reads: str,
+    threaded: bool,
+    compression: str | None,
+) -> None:
+    """A chunk that is no longer in its file is a StoreReadError naming the file, whatever
+    obstore raises (its errors, or a panic, which is not an ``Exception``), as zarr's own
+    read through the parsers' store reports it."""
+    if threaded:
+        monkeypatch.setattr(scheduling, "THREADED_BYTES", 1)
+        monkeypatch.setattr(planning, "PIECE_BYTES", 300)
+    path = tmp_path / "scene.tif"
+    values = np.arange(64 * 64, dtype="u2").reshape(64, 64)
+    tifffile.imwrite(path, values, rowsperstrip=8, compression=compression)
+    store = _local(TIFFParser(), path)
+    path.write_bytes(path.read_bytes()[:2000])  # the last strips are gone
+    with getattr(virtualizarr_fill, reads)(), pytest.raises(StoreReadError) as raised:
+        zarr.open_group(store, mode="r")["band_data"][...]
+    assert f"file://{path}" in str(raised.value)
 
 
 def test_threaded_pieces(

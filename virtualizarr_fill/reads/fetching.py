@@ -6,15 +6,23 @@ ManifestStore's registry and its ranges read with one call
 which coalesces nearby ranges on object stores, or ``os.pread`` for a few ranges of a
 local file). :func:`fetch` runs on zarr's event loop, :func:`fetch_blocking` in the
 calling or a worker thread.
+
+A file that cannot be read, or no longer holds a chunk's bytes, is a
+:class:`~virtualizarr_fill.errors.StoreReadError` naming it, as zarr's own read through
+the parsers' store reports it: obstore raises its own errors, panics (which are not
+``Exception``), or returns fewer bytes for a range that runs past the end of a file
+that shrank since it was parsed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, NoReturn
 
 from obstore.store import LocalStore, MemoryStore
 
+from virtualizarr_fill.errors import StoreReadError
+from virtualizarr_fill.io import store_read_error
 from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.manifests.byte_ranges import get_ranges, resolve
 from virtualizarr_fill.reads.planning import ReadPlan
@@ -28,6 +36,36 @@ def file_store(store: Any, url: str) -> tuple[Any, str]:
     return resolve(registry, url)
 
 
+def _failure(error: BaseException, url: str, starts: list[int], ends: list[int]) -> NoReturn:
+    """Raise ``error``, raised reading ``starts[i]:ends[i]`` of ``url``, as a
+    :class:`StoreReadError` naming the file (the interpreter's own, as it is)."""
+    start = min(starts)
+    failure = store_read_error(error, url, start, max(ends) - start)
+    if failure is None:
+        raise error
+    raise failure from error
+
+
+def _whole(got: list[Any], url: str, starts: list[int], ends: list[int]) -> list[Any]:
+    """``got``, the ranges ``starts[i]:ends[i]`` of ``url``, when each is whole."""
+    for data, start, end in zip(got, starts, ends, strict=True):
+        if len(data) != end - start:
+            raise StoreReadError(
+                f"{url}: reading {end - start} bytes at offset {start} returned {len(data)}: "
+                "the object is shorter than when it was parsed"
+            )
+    return got
+
+
+def _ranges(obj_store: Any, path: str, url: str, starts: list[int], ends: list[int]) -> list[Any]:
+    """The ranges of ``url``, read with blocking calls (see the module)."""
+    try:
+        got = get_ranges(obj_store, path, starts, ends)
+    except BaseException as error:
+        _failure(error, url, starts, ends)
+    return _whole(got, url, starts, ends)
+
+
 async def fetch(store: Any, plan: ReadPlan, count: int) -> list[Any]:
     """Every chunk's stored bytes (None where missing), one ``get_ranges`` per file."""
     chunks: list[Any] = [None] * count
@@ -39,20 +77,23 @@ async def fetch(store: Any, plan: ReadPlan, count: int) -> list[Any]:
         if isinstance(obj_store, (LocalStore, MemoryStore)):
             # A small read of local memory or disk returns sooner than a hand-off to
             # obstore's async runtime and back would.
-            got = get_ranges(obj_store, path, starts, ends)
+            got = _ranges(obj_store, path, url, starts, ends)
             for item, stored in zip(items, got, strict=True):
                 chunks[item] = stored
         else:
-            remote.append((obj_store, path, items, starts, ends))
+            remote.append((obj_store, path, url, items, starts, ends))
 
     async def one_file(
-        obj_store: Any, path: str, items: list[int], starts: list[int], ends: list[int]
+        obj_store: Any, path: str, url: str, items: list[int], starts: list[int], ends: list[int]
     ) -> None:
-        if len(items) == 1:
-            got = [await obj_store.get_range_async(path, start=starts[0], end=ends[0])]
-        else:
-            got = await obj_store.get_ranges_async(path, starts=starts, ends=ends)
-        for item, data in zip(items, got, strict=True):
+        try:
+            if len(items) == 1:
+                got = [await obj_store.get_range_async(path, start=starts[0], end=ends[0])]
+            else:
+                got = await obj_store.get_ranges_async(path, starts=starts, ends=ends)
+        except BaseException as error:
+            _failure(error, url, starts, ends)
+        for item, data in zip(items, _whole(got, url, starts, ends), strict=True):
             chunks[item] = data
 
     await asyncio.gather(*(one_file(*where) for where in remote))
@@ -65,8 +106,7 @@ def fetch_blocking(store: Any, plan: ReadPlan) -> dict[int, Any]:
     chunks: dict[int, Any] = dict(plan.inlined)
     for url, (items, starts, ends) in plan.by_file.items():
         obj_store, path = file_store(store, url)
-        got = get_ranges(obj_store, path, starts, ends)
-        chunks.update(zip(items, got, strict=True))
+        chunks.update(zip(items, _ranges(obj_store, path, url, starts, ends), strict=True))
     return chunks
 
 
