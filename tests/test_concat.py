@@ -35,6 +35,7 @@ from tests._manifest_builders import (
     with_codecs,
     with_edge_codec,
 )
+from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
 from virtualizarr_fill.codecs import CropCodec, TruncateCodec
 from virtualizarr_fill.concat import (
     chunk_grid,
@@ -45,7 +46,6 @@ from virtualizarr_fill.concat import (
 )
 from virtualizarr_fill.errors import ChunkSizeMismatchError, IncompatibleArraysError
 from virtualizarr_fill.fill import FillValueWarning
-from virtualizarr_fill.grid import EdgeHandling, edge_handling_of
 from virtualizarr_fill.manifests import FillManifestArray
 
 __all__ = ["concat_fixtures"]

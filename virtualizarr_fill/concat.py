@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from zarr.codecs import ShardingCodec, TransposeCodec
+from zarr.codecs import ShardingCodec
 from zarr.core.chunk_grids import ChunkGrid, DimensionGrid, FixedDimension, VaryingDimension
 from zarr.core.metadata.v3 import (
     ArrayV3Metadata,
@@ -53,17 +53,17 @@ from zarr.core.metadata.v3 import (
     create_chunk_grid_metadata,
 )
 
-from virtualizarr_fill.codecs.crop import CROP_CODEC_NAME, CropCodec
-from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
-from virtualizarr_fill.fill.combine import OnConflict, combine_fill_values
-from virtualizarr_fill.grid import (
+from virtualizarr_fill.codec_chains import (
     EdgeHandling,
+    codecs_with_new_axis,
+    crop_stored_shape,
     decide_edge_handling,
     edge_handling_of,
     insert_edge_codec,
-    storage_order_shape,
     without_edge_codecs,
 )
+from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
+from virtualizarr_fill.fill.combine import OnConflict, combine_fill_values
 
 #: CF attributes that carry a missing-data sentinel; inputs must agree on them.
 FILL_ATTRIBUTES = ("_FillValue", "missing_value")
@@ -200,95 +200,6 @@ def _codec_json(codecs: Sequence[Any]) -> list[Any]:
 
 def _describe_codecs(codecs: Sequence[Any]) -> str:
     return json.dumps(_codec_json(codecs), separators=(",", ":"), default=str)
-
-
-def _array_order(codecs: Sequence[Any], storage_shape: Sequence[int]) -> tuple[int, ...]:
-    """Invert :func:`storage_order_shape`: a storage-order shape back in array order."""
-    permutation = storage_order_shape(codecs, range(len(storage_shape)))
-    array_shape = [0] * len(storage_shape)
-    for position, axis in enumerate(permutation):
-        array_shape[axis] = storage_shape[position]
-    return tuple(array_shape)
-
-
-def crop_stored_shape(codecs: Sequence[Any]) -> tuple[int, ...] | None:
-    """The stored chunk shape (array order) of the chain's crop codec, if it has one."""
-    for codec in codecs:
-        if isinstance(codec, CropCodec):
-            return _array_order(codecs, codec.stored_shape)
-        if isinstance(codec, dict) and codec.get("name") == CROP_CODEC_NAME:
-            stored = codec["configuration"]["stored_shape"]
-            return _array_order(codecs, stored)
-    return None
-
-
-def _transpose_axes_after_insert(codecs: Sequence[Any], axis: int) -> tuple[list[Any], int]:
-    """Codecs for an array with a new length-one axis at ``axis``.
-
-    Each transpose puts the new axis first in storage order (a length-one axis can sit
-    anywhere without changing the stored bytes). Returns the codecs and the position
-    of the new axis in storage order.
-    """
-    position = axis
-    new_codecs: list[Any] = []
-    for codec in codecs:
-        if isinstance(codec, TransposeCodec):
-            order = [position] + [o if o < position else o + 1 for o in codec.order]
-            # After this transpose the new axis (input position ``position``) is first.
-            new_codecs.append(TransposeCodec(order=order))
-            position = 0
-        else:
-            new_codecs.append(codec)
-    return new_codecs, position
-
-
-def codecs_with_new_axis(codecs: Sequence[Any], axis: int) -> list[Any]:
-    """The codec chain of an array that gained a length-one axis at ``axis``."""
-    new_codecs, storage_position = _transpose_axes_after_insert(codecs, axis)
-    result: list[Any] = []
-    for codec in new_codecs:
-        if isinstance(codec, CropCodec):
-            stored = list(codec.stored_shape)
-            stored.insert(storage_position, 1)
-            result.append(CropCodec(stored_shape=stored))
-        else:
-            result.append(codec)
-    return result
-
-
-def codecs_without_axis(codecs: Sequence[Any], axis: int) -> list[Any]:
-    """The codec chain of an array that lost its length-one axis ``axis``.
-
-    Raises :class:`UnsupportedFeatureError` when the crop codec stores more than one
-    element along that axis (the stored chunk is not length one there).
-    """
-    position = axis
-    result: list[Any] = []
-    for codec in codecs:
-        if isinstance(codec, TransposeCodec):
-            order = list(codec.order)
-            new_position = order.index(position)
-            reduced = [o if o < position else o - 1 for o in order if o != position]
-            if reduced:
-                result.append(TransposeCodec(order=reduced))
-            position = new_position
-        else:
-            result.append(codec)
-    final: list[Any] = []
-    for codec in result:
-        if isinstance(codec, CropCodec):
-            stored = list(codec.stored_shape)
-            if stored[position] != 1:
-                raise UnsupportedFeatureError(
-                    f"cannot drop axis {axis}: its chunks are stored {stored[position]} "
-                    "long (padded), so an integer index would split a stored chunk; "
-                    "select it with a slice instead"
-                )
-            del stored[position]
-            final.append(CropCodec(stored_shape=stored))
-        else:
-            final.append(codec)
-    return final
 
 
 # --------------------------------------------------------------------------- checks
@@ -831,10 +742,7 @@ __all__ = [
     "combine_fills",
     "chunk_grid",
     "codec_edges",
-    "codecs_with_new_axis",
-    "codecs_without_axis",
     "concatenation_metadata",
-    "crop_stored_shape",
     "data_edges",
     "fill_conflicts",
     "dimension_from_edges",

@@ -187,7 +187,7 @@ def _array_summary(dataset: xr.Dataset, name: str) -> str:
     shape = "x".join(str(n) for n in variable.shape) or "scalar"
     if name not in virtual_names(dataset[[name]] if name in dataset.data_vars else dataset):
         return f"{name} {shape} {variable.dtype} (loaded)"
-    from virtualizarr_fill.grid import edge_handling_of
+    from virtualizarr_fill.codec_chains import edge_handling_of
 
     metadata = variable.data.metadata
     kind = "rectilinear" if has_rectilinear(dataset[[name]]) else "regular"

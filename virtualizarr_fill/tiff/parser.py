@@ -48,13 +48,13 @@ import numpy as np
 import tifffile
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 
+from virtualizarr_fill.codec_chains import edge_handling_of
 from virtualizarr_fill.errors import (
     CorruptFileError,
     NotATiffError,
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
-from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.io import (
     DEFAULT_FIRST_REQUEST,
     DEFAULT_PARSE_DEADLINE,

@@ -53,9 +53,9 @@ import numpy as np
 from virtualizarr.manifests import ChunkManifest
 from zarr.core.metadata.v3 import RectilinearChunkGridMetadata, RegularChunkGridMetadata
 
+from virtualizarr_fill.codec_chains import EdgeHandling, decide_edge_handling, insert_edge_codec
 from virtualizarr_fill.codecs.tiff_packints import row_bytes
 from virtualizarr_fill.errors import CorruptFileError, UnsupportedFeatureError
-from virtualizarr_fill.grid import EdgeHandling, decide_edge_handling, insert_edge_codec
 from virtualizarr_fill.tiff import codecs_map
 from virtualizarr_fill.tiff.arrays import segment_manifest
 
