@@ -7,7 +7,7 @@ those chunks decode correctly:
 * the **chunk grid**. Along the concatenation axis every input keeps its own chunk
   edges, and an input's last chunk is cut to its logical length when more data follows
   it. The grid stays regular when the edges allow it and becomes rectilinear only when
-  they do not.
+  they do not (:mod:`virtualizarr_fill.chunk_grids`).
 * the **codec chain**. An input whose edge chunk is stored padded (a TIFF strip padded
   to RowsPerStrip rows, an HDF5 edge chunk) decodes as a regular-grid boundary chunk
   while it is the array's last chunk. Once another input follows, that chunk becomes
@@ -15,16 +15,13 @@ those chunks decode correctly:
   :class:`~virtualizarr_fill.codecs.TruncateCodec` when the logical chunk is a prefix of
   the stored bytes, :class:`~virtualizarr_fill.codecs.CropCodec` when it is not. Inputs
   with and without padding share one chain, because both codecs pass unpadded chunks
-  through. Where no single chain can decode every input, the merge refuses.
+  through. Where no single chain can decode every input, the merge refuses
+  (the chain edits are :mod:`virtualizarr_fill.codec_chains`).
 
 Fill values follow the project's merge rule
 (:func:`virtualizarr_fill.fill.combine_fill_values`): inputs must agree on the Zarr
 ``fill_value``, ``_FillValue`` and ``missing_value``, unless the user opts in to a
 combination with :func:`fill_conflicts`.
-
-Chunk edges come from zarr's own :class:`zarr.core.chunk_grids.ChunkGrid`: the *codec
-edge* of a chunk (``chunk_size``, the shape the codecs see) and its *data edge*
-(``data_size``, the part inside the array) differ for a padded boundary chunk.
 
 Everything here works on :class:`~zarr.core.metadata.v3.ArrayV3Metadata`; the chunk
 manifests are merged by the array-function implementations in
@@ -36,23 +33,25 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import functools
 import itertools
 import json
-import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-from zarr.codecs import ShardingCodec
-from zarr.core.chunk_grids import ChunkGrid, DimensionGrid, FixedDimension, VaryingDimension
+from zarr.core.chunk_grids import ChunkGrid, DimensionGrid, FixedDimension
 from zarr.core.metadata.v3 import (
     ArrayV3Metadata,
-    ChunkGridMetadata,
-    RectilinearChunkGridMetadata,
-    create_chunk_grid_metadata,
 )
 
+from virtualizarr_fill.chunk_grids import (
+    chunk_grid,
+    codec_edges,
+    data_edges,
+    dimension_from_edges,
+    format_edges,
+    grid_metadata,
+    is_sharded,
+)
 from virtualizarr_fill.codec_chains import (
     EdgeHandling,
     codecs_with_new_axis,
@@ -73,122 +72,6 @@ Describe = Callable[[int], str]
 
 def _default_describe(index: int) -> str:
     return f"input {index}"
-
-
-# --------------------------------------------------------------------------- grids
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_grid(grid: ChunkGridMetadata, shape: tuple[int, ...]) -> ChunkGrid:
-    if isinstance(grid, RectilinearChunkGridMetadata):
-        return ChunkGrid.from_sizes(shape, grid.chunk_shapes)
-    return ChunkGrid.from_sizes(shape, tuple(grid.chunk_shape))
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_grid_shape(grid: ChunkGridMetadata, shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(_cached_grid(grid, shape).grid_shape)
-
-
-def grid_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:
-    """The number of chunks along each axis (cached: zarr computes it at every call)."""
-    return _cached_grid_shape(metadata.chunk_grid, metadata.shape)
-
-
-def chunk_grid(metadata: ArrayV3Metadata) -> ChunkGrid:
-    """The array's chunk grid (the shard grid for a sharded array) with its extents.
-
-    Grids are immutable and many combined arrays share one, so they are cached.
-    """
-    return _cached_grid(metadata.chunk_grid, metadata.shape)
-
-
-def is_sharded(metadata: ArrayV3Metadata) -> bool:
-    """Whether the array's chunks are shards (its codec chain is one sharding codec)."""
-    codecs = metadata.codecs
-    return len(codecs) == 1 and isinstance(codecs[0], ShardingCodec)
-
-
-def is_rectilinear(metadata: ArrayV3Metadata) -> bool:
-    """Whether the metadata declares a rectilinear chunk grid."""
-    return isinstance(metadata.chunk_grid, RectilinearChunkGridMetadata)
-
-
-def codec_edges(dim: DimensionGrid) -> tuple[int, ...]:
-    """Per-chunk lengths the codecs decode (a padded boundary chunk counts in full)."""
-    if isinstance(dim, FixedDimension):
-        return (dim.size,) * dim.nchunks
-    if isinstance(dim, VaryingDimension):
-        return dim.edges[: dim.nchunks]
-    return tuple(dim.chunk_size(i) for i in range(dim.nchunks))
-
-
-def data_edges(dim: DimensionGrid) -> tuple[int, ...]:
-    """Per-chunk lengths inside the array (a boundary chunk clipped at the extent)."""
-    if isinstance(dim, FixedDimension):
-        if dim.nchunks == 0:
-            return ()
-        return (dim.size,) * (dim.nchunks - 1) + (dim.data_size(dim.nchunks - 1),)
-    return tuple(dim.data_size(i) for i in range(dim.nchunks))
-
-
-def dimension_from_edges(edges: Sequence[int], extent: int) -> DimensionGrid:
-    """A dimension grid with these codec edges: regular when they allow it.
-
-    Uniform edges that just cover the extent are a regular dimension (a short data
-    edge at the end is the regular grid's boundary chunk); anything else is explicit.
-    """
-    edges = tuple(edges)
-    if not edges:
-        raise ValueError("a dimension needs at least one chunk edge")
-    first = edges[0]
-    if all(e == first for e in edges) and len(edges) == max(1, math.ceil(extent / first)):
-        return FixedDimension(size=first, extent=extent)
-    return VaryingDimension(edges, extent=extent)
-
-
-def grid_metadata(dimensions: Sequence[DimensionGrid]) -> ChunkGridMetadata:
-    """Regular chunk grid metadata when every dimension is regular, else rectilinear."""
-    if all(isinstance(d, FixedDimension) for d in dimensions):
-        return create_chunk_grid_metadata(ChunkGrid(dimensions=tuple(dimensions)))
-    shapes: list[int | tuple[int, ...]] = []
-    for dim in dimensions:
-        if isinstance(dim, FixedDimension):
-            shapes.append(dim.size)
-        else:
-            shapes.append(codec_edges(dim))
-    return _rectilinear_metadata(tuple(shapes))
-
-
-def _rectilinear_metadata(shapes: tuple[int | tuple[int, ...], ...]) -> ChunkGridMetadata:
-    """RectilinearChunkGridMetadata for edges taken from zarr dimension grids.
-
-    The edges were validated when those grids were built; zarr's constructor would parse
-    each one again (about a third of the time of a 10,000-file concatenation), so a
-    vectorized positivity check stands in for it.
-    """
-    for edges in shapes:
-        values = np.fromiter(edges, dtype=np.int64) if isinstance(edges, tuple) else edges
-        if np.any(np.asarray(values) < 1):
-            listed = [int(v) for v in np.ravel(values)]
-            raise ValueError(f"chunk edges must be >= 1, got {format_edges(listed)}")
-    metadata = object.__new__(RectilinearChunkGridMetadata)
-    object.__setattr__(metadata, "chunk_shapes", shapes)
-    return metadata
-
-
-def format_edges(edges: Sequence[int], max_groups: int = 8) -> str:
-    """Compact, run-length form of a list of chunk edges for messages and reprs.
-
-    ``[12x12, 6]`` is twelve 12s then a 6; long lists keep their first and last runs.
-    """
-    parts = []
-    for value, group in itertools.groupby(edges):
-        count = len(list(group))
-        parts.append(f"{value}x{count}" if count > 1 else str(value))
-    if len(parts) > max_groups:
-        parts = [*parts[: max_groups - 2], "...", parts[-1], f"{len(edges)} chunks"]
-    return "[" + ", ".join(parts) + "]"
 
 
 # --------------------------------------------------------------------------- codecs
@@ -740,16 +623,7 @@ def stack_metadata(
 __all__ = [
     "FILL_ATTRIBUTES",
     "combine_fills",
-    "chunk_grid",
-    "codec_edges",
     "concatenation_metadata",
-    "data_edges",
     "fill_conflicts",
-    "dimension_from_edges",
-    "format_edges",
-    "grid_metadata",
-    "grid_shape",
-    "is_rectilinear",
-    "is_sharded",
     "stack_metadata",
 ]

@@ -31,7 +31,7 @@ from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 
-from virtualizarr_fill.concat import chunk_grid, data_edges, is_sharded
+from virtualizarr_fill.chunk_grids import chunk_grid, data_edges, is_sharded
 
 if TYPE_CHECKING:
     from virtualizarr_fill.manifests.store import FileManifestStore
