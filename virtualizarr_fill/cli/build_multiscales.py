@@ -53,7 +53,7 @@ def combine(
     files' attributes."""
     import xarray as xr
 
-    from virtualizarr_fill.concat import fill_conflicts
+    from virtualizarr_fill.fill.conflicts import fill_conflicts
 
     if len(datasets) == 1 and not new_dim:
         return datasets[0]

@@ -43,7 +43,7 @@ from virtualizarr_fill.chunk_grids import (
     is_rectilinear,
     is_sharded,
 )
-from virtualizarr_fill.concat import FILL_ATTRIBUTES
+from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
 from virtualizarr_fill.manifests import operations, upstream
 from virtualizarr_fill.zarr_metadata import copy_without_dimension_names
 
