@@ -16,7 +16,8 @@ file k directly south of file k - 1 (one column of a mosaic, concatenated along 
   concat_dim="y")`` + ``vds.vz.to_icechunk``;
 * ``fill-cli``: ``virtualizarr-fill build 'DIR/tile_*.tif' --concat-dim y --out REPO``,
   timed whole (start-up and imports included), its memory the proportional set size
-  (PSS) summed over the command and its worker processes, sampled; ``BENCH_CLI_WORKERS=N`` passes ``--workers N``;
+  (PSS) summed over the command and its worker processes, sampled;
+  ``BENCH_CLI_WORKERS=N`` passes ``--workers N``;
 * ``fill-cli-baseline``: the same command from another checkout of the package (a
   release to compare with), when ``BENCH_BASELINE`` names its directory.
 
@@ -48,6 +49,7 @@ Run (virtual-tiff and VirtualiZarr's HDFParser from ``pip install -e ".[bench]"`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -177,10 +179,8 @@ def run_cli(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
         # every process).
         total = 0
         for member in [process, *process.children(recursive=True)]:
-            try:
+            with contextlib.suppress(psutil.Error, AttributeError):
                 total += member.memory_full_info().pss
-            except (psutil.Error, AttributeError):
-                pass
         peak = max(peak, total)
         time.sleep(0.1)
     seconds = time.perf_counter() - start

@@ -150,10 +150,20 @@ def _column_strips(directory: Path, count: int) -> list[Path]:
     return paths
 
 
+def _native_rows(rows: list[Path]) -> np.ndarray:
+    """The strips as rasterio reads them, stacked north to south."""
+    import rasterio
+
+    native = []
+    for path in rows:
+        with rasterio.open(path) as src:
+            native.append(src.read())
+    return np.concatenate(native, axis=1)
+
+
 def test_series_is_placed_by_coordinate_not_argument_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import rasterio
 
     rows = _column_strips(tmp_path / "rows", 3)
     repo = tmp_path / "s.icechunk"
@@ -162,11 +172,7 @@ def test_series_is_placed_by_coordinate_not_argument_order(
     )
     assert code == EXIT_OK, err
     ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
-    native = []
-    for path in rows:
-        with rasterio.open(path) as src:
-            native.append(src.read())
-    np.testing.assert_array_equal(ds["band_data"].values, np.concatenate(native, axis=1))
+    np.testing.assert_array_equal(ds["band_data"].values, _native_rows(rows))
     assert np.all(np.diff(ds["y"].values) < 0)
 
 
@@ -322,18 +328,13 @@ def test_single_file_needs_no_dimension_and_the_summary_opens_it(
 def test_paths_with_special_characters(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
-    import rasterio
 
     rows = _column_strips(tmp_path / name / "data", 2)
     repo = tmp_path / name / "r.icechunk"
     code, _, err = _run(capsys, "build", *rows, "--concat-dim", "y", "--out", repo)
     assert code == EXIT_OK, err
     ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
-    native = []
-    for path in rows:
-        with rasterio.open(path) as src:
-            native.append(src.read())
-    np.testing.assert_array_equal(ds["band_data"].values, np.concatenate(native, axis=1))
+    np.testing.assert_array_equal(ds["band_data"].values, _native_rows(rows))
     code, _, err = _run(capsys, "inspect", rows[0])
     assert code == EXIT_OK, err
 
@@ -411,3 +412,65 @@ def test_a_url_outside_the_registry_lists_the_registered_prefixes(parser: str) -
         getattr(virtualizarr_fill, parser)()("s3://bucket/x.tif", registry)
     assert "s3://bucket/x.tif" in str(raised.value)
     assert "registered: file://" in str(raised.value)
+
+
+@pytest.mark.parametrize("suffix", ["json", "parquet"])
+def test_kerchunk_summary_snippet_opens_the_references(
+    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    paths = write_tiles(tmp_path / "tiles", tiled=True)
+    refs = tmp_path / f"mosaic.{suffix}"
+    code, out, err = _run(capsys, "build", *paths, "--out", refs)
+    assert code == EXIT_OK, err
+    snippet = next(line for line in out.splitlines() if "open with:" in line)
+    namespace: dict[str, object] = {}
+    exec(snippet.split("open with:", 1)[1].strip(), namespace)
+    ds = namespace["ds"]
+    assert isinstance(ds, xr.Dataset)
+    merged, _ = _merged(paths)
+    np.testing.assert_array_equal(ds["band_data"].fillna(0).values.astype("u1"), merged)
+
+
+def test_forced_zarr_format_2_that_cannot_hold_the_codecs_is_a_clear_refusal(
+    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # three interleaved bands: the array needs a transpose codec, which format 2 lacks
+    path = write_tiles(tmp_path / "tiles")[0]
+    refs = tmp_path / "one.json"
+    code, _, err = _run(capsys, "build", path, "--out", refs, "--kerchunk-format", "2")
+    assert code == EXIT_BAD_INPUT
+    assert "Zarr format 2" in _error_line(err)
+    assert not refs.exists()
+    assert _run(capsys, "build", path, "--out", refs)[0] == EXIT_OK  # auto: format 3
+
+
+def test_append_to_something_that_is_not_a_repository(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _column_strips(tmp_path / "one", 1)[0]
+    other = tmp_path / "not-a-repo"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    code, _, err = _run(capsys, "build", path, "--out", other, "--append")
+    assert code == EXIT_USAGE and "no Icechunk repository" in _error_line(err)
+    code, _, err = _run(capsys, "build", path, "--out", tmp_path / "missing", "--append")
+    assert code == EXIT_USAGE and "no Icechunk repository" in _error_line(err)
+
+
+def test_append_in_a_fresh_process_to_a_rectilinear_series(tmp_path: Path) -> None:
+    """Five time steps per file in chunks of two: the stored series is rectilinear, and
+    a new process appending to it must be able to open it."""
+    import subprocess
+    import sys
+
+    days = _days(tmp_path / "data", STARTS[:3])
+    repo = tmp_path / "r.icechunk"
+    command = [sys.executable, "-m", "virtualizarr_fill.cli", "build"]
+    env = {k: v for k, v in __import__("os").environ.items() if "RECTILINEAR" not in k}
+    first = [*command, str(days[0]), str(days[1]), "--concat-dim", "time", "--out", str(repo)]
+    for argv in (first, [*command, str(days[2]), "--out", str(repo), "--append"]):
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == EXIT_OK, done.stderr
+    ds = virtualizarr_fill.open_icechunk(repo).load()
+    expected = xr.open_mfdataset(days, engine="h5netcdf", combine="by_coords").load()
+    xr.testing.assert_equal(ds["t2m"], expected["t2m"])

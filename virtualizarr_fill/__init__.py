@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from virtualizarr_fill.reads import PIPELINE_PATH, fast_reads, use_manifest_pipeline
     from virtualizarr_fill.tiff import TIFFParser
     from virtualizarr_fill.writers import to_icechunk, to_kerchunk
+    from virtualizarr_fill.writers.kerchunk import open_kerchunk
     from virtualizarr_fill.writers.repository import create_repository, open_icechunk
 
 # Public name -> the module that defines it, imported on first access (PEP 562): the
@@ -55,6 +56,7 @@ _LAZY = {
     "fast_reads": "virtualizarr_fill.reads",
     "fill_conflicts": "virtualizarr_fill.fill.conflicts",
     "open_icechunk": "virtualizarr_fill.writers.repository",
+    "open_kerchunk": "virtualizarr_fill.writers.kerchunk",
     "open_virtual_mosaic": "virtualizarr_fill.assemble",
     "open_virtual_series": "virtualizarr_fill.assemble",
     "to_icechunk": "virtualizarr_fill.writers",
@@ -100,6 +102,7 @@ __all__ = [
     "fast_reads",
     "fill_conflicts",
     "open_icechunk",
+    "open_kerchunk",
     "open_virtual_mosaic",
     "open_virtual_series",
     "to_icechunk",

@@ -83,10 +83,20 @@ def common_levels(trees: Sequence[xr.DataTree], urls: Sequence[str]) -> list[str
     return kept
 
 
-def _default_combine(datasets: Sequence[xr.Dataset], urls: Sequence[str], dim: str) -> xr.Dataset:
+def combine_level(
+    datasets: Sequence[xr.Dataset],
+    urls: Sequence[str],
+    dim: str,
+    *,
+    new_dim: bool | None = None,
+) -> xr.Dataset:
+    """One level's datasets concatenated along ``dim`` in the order given (stacked along
+    a new dimension when ``new_dim``, by default when no dataset has ``dim``), as
+    ``xr.combine_nested`` does with the arguments that keep the files' attributes."""
     import xarray as xr
 
-    new_dim = all(dim not in ds.dims for ds in datasets)
+    if new_dim is None:
+        new_dim = all(dim not in ds.dims for ds in datasets)
     return xr.combine_nested(
         list(datasets),
         concat_dim=dim,
@@ -131,7 +141,7 @@ def combine_multiscales(
 
     if not trees:
         raise ValueError("no multiscale trees to combine")
-    combine = combine or _default_combine
+    combine = combine or combine_level
     names = common_levels(trees, urls)
     first_layout = {str(e["asset"]): e for e in _layout(trees[0], urls[0])}
     children: dict[str, xr.DataTree] = {}

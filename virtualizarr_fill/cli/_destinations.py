@@ -19,6 +19,8 @@ __all__ = [
     "create_icechunk_repository",
     "icechunk_module",
     "import_optional",
+    "is_icechunk_repository",
+    "open_icechunk_repository",
     "open_store_group",
 ]
 
@@ -123,6 +125,15 @@ def create_icechunk_repository(destination: Destination, urls: Sequence[str]) ->
         return create_repository(location, urls)
     except UnsupportedFeatureError as error:
         raise CliError(f"{error} (--out refs.json)", EXIT_USAGE) from None
+
+
+def is_icechunk_repository(destination: Destination) -> bool:
+    """Whether an Icechunk repository exists at ``destination``."""
+    from virtualizarr_fill.writers.repository import storage_for
+
+    icechunk = icechunk_module()
+    location = destination.local if destination.local is not None else destination.text
+    return bool(icechunk.Repository.exists(storage_for(location)))
 
 
 def open_icechunk_repository(dest: str) -> Any:

@@ -18,6 +18,7 @@ from virtualizarr_fill.cli._combine import Combination, Plan, check_append
 from virtualizarr_fill.cli._destinations import (
     Destination,
     import_optional,
+    is_icechunk_repository,
     open_icechunk_repository,
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
@@ -101,6 +102,9 @@ def _parse_into(
             results.close()
     if not outcome.used:
         raise CliError(f"none of the {len(urls)} files could be virtualized", EXIT_BAD_INPUT)
+    # Workers finish in any order; the files are combined, and recorded, in input order.
+    position = {url: i for i, url in enumerate(urls)}
+    outcome.used.sort(key=position.__getitem__)
     return outcome
 
 
@@ -141,8 +145,11 @@ def _append_source(destination: Destination) -> tuple[Any, BuildRecord, xr.Datas
             "again from every file, or build an Icechunk repository",
             EXIT_USAGE,
         )
-    if not destination.exists():
-        raise CliError(f"--out {destination.text}: no repository to append to", EXIT_USAGE)
+    if not destination.exists() or not is_icechunk_repository(destination):
+        raise CliError(f"--out {destination.text}: no Icechunk repository to append to", EXIT_USAGE)
+    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+
+    enable_rectilinear_chunks()  # the stored arrays may be on rectilinear grids
     repo = open_icechunk_repository(destination.text)
     stored = xr.open_zarr(repo.readonly_session("main").store, consolidated=False, zarr_format=3)
     record = BuildRecord.from_attributes(stored.attrs, destination.text)
@@ -196,7 +203,7 @@ def _array_summary(dataset: xr.Dataset, name: str) -> str:
     return f"{name} {shape} {variable.dtype} ({kind} grid{extra})"
 
 
-def _how_to_open(destination: Destination, urls: Sequence[str], zarr_format: int) -> list[str]:
+def _how_to_open(destination: Destination, urls: Sequence[str]) -> list[str]:
     """Lines saying what a reader authorizes and a snippet that opens the result."""
     if destination.kind == "icechunk":
         from virtualizarr_fill.writers.repository import container_prefixes
@@ -208,9 +215,8 @@ def _how_to_open(destination: Destination, urls: Sequence[str], zarr_format: int
             f"ds = virtualizarr_fill.open_icechunk({destination.text!r})",
         ]
     return [
-        "  open with: import xarray as xr; ds = xr.open_dataset("
-        f"{destination.text!r}, engine='kerchunk')"
-        + ("" if zarr_format == 2 else "  (Zarr format 3: see docs/guide/kerchunk.md)")
+        "  open with: import virtualizarr_fill; "
+        f"ds = virtualizarr_fill.open_kerchunk({destination.text!r})"
     ]
 
 
@@ -312,7 +318,6 @@ def command_build(args: argparse.Namespace) -> int:
     ).with_inputs(all_inputs)
     along = "as a mosaic" if plan.mode == "mosaic" else f"along {plan.dim!r}" if plan.dim else ""
     message = f"{PROG} build: {len(parsed.used)} files {along}".rstrip()
-    zarr_format = 3
     if args.append:
         assert stored is not None and plan.dim is not None
         check_append(stored, combined, plan, destination.text)
@@ -342,6 +347,6 @@ def command_build(args: argparse.Namespace) -> int:
         "write": finished - combine_done,
         "total": finished - started,
     }
-    how = _how_to_open(destination, all_inputs, zarr_format)
+    how = _how_to_open(destination, all_inputs)
     _print_summary(written, parsed, combined, timings, notes, how)
     return EXIT_OK

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from virtualizarr_fill.cli._combine import combining
 from virtualizarr_fill.cli._destinations import (
     Destination,
     create_icechunk_repository,
@@ -32,7 +33,6 @@ from virtualizarr_fill.cli._parse import (
 from virtualizarr_fill.cli._record import INPUTS_KEY, RECORD_KEY, BuildRecord, package_version
 from virtualizarr_fill.cli._write import staged
 from virtualizarr_fill.cli.progress import Progress
-from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.writers import to_icechunk
 
 if TYPE_CHECKING:
@@ -49,36 +49,16 @@ def combine(
     on_fill_conflict: str = "error",
 ) -> xr.Dataset:
     """One level's datasets concatenated along ``dim`` (an existing or a new dimension)
-    in the order given, as ``xr.combine_nested`` does with the arguments that keep the
-    files' attributes."""
-    import xarray as xr
-
-    from virtualizarr_fill.fill.conflicts import fill_conflicts
+    in the order given (:func:`virtualizarr_fill.multiscale_stores.combine_level`)."""
+    from virtualizarr_fill.assemble import fill_rule
+    from virtualizarr_fill.multiscale_stores import combine_level
 
     if len(datasets) == 1 and not new_dim:
         return datasets[0]
     if dim is None:
         raise CliError("several files need --concat-dim DIM", EXIT_USAGE)
-    try:
-        with fill_conflicts(on_fill_conflict):  # type: ignore[arg-type]
-            return xr.combine_nested(
-                list(datasets),
-                concat_dim=dim,
-                data_vars="all" if new_dim else "minimal",
-                coords="minimal",
-                compat="override",
-                join="exact",
-                combine_attrs="drop_conflicts",
-            )
-    except VirtualizarrFillError as error:
-        hint = " On the command line: --on-fill-conflict use_first or drop."
-        raise CliError(
-            f"{error}{hint if 'on_conflict' in str(error) else ''}", EXIT_BAD_INPUT
-        ) from None
-    except (ValueError, NotImplementedError) as error:
-        raise CliError(
-            f"the files cannot be combined along {dim!r}: {error}", EXIT_BAD_INPUT
-        ) from None
+    with combining(f"along {dim!r}"), fill_rule(on_fill_conflict):  # type: ignore[arg-type]
+        return combine_level(datasets, urls, dim, new_dim=new_dim)
 
 
 def parse_tree(url: str, parser: Any) -> tuple[xr.DataTree | None, str | None, int]:
