@@ -107,8 +107,8 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
             ("tiff/tags.py", "sample_type"),
             ("tiff/tags.py", "sample_dtype"),
             ("tiff/segments.py", "chunk_manifest"),
-            ("tiff/segments.py", "_check_uncompressed_lengths"),
-            ("tiff/segments.py", "_last_strip_lengths"),
+            ("tiff/segments.py", "check_uncompressed_lengths"),
+            ("tiff/segments.py", "last_strip_lengths"),
             ("tiff/codecs_map.py", "is_image_compression"),
             ("tiff/codecs_map.py", "predictor_codec"),
             ("tiff/codecs_map.py", "codec_chain"),
@@ -244,7 +244,7 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         kind="tiff",
         ops=(_put(48, "0400"), _put(50, "01000000"), _put(54, "08000000")),  # LZW -> Deflate
         outcome=EXCEPTION,
-        places=(("tiff/segments.py", "_decompress_with"),),
+        places=(("tiff/last_strips.py", "_decompress_with"),),
         options={"probe_last_strip": True},
     ),
     KnownBug(

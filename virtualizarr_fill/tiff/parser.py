@@ -64,7 +64,16 @@ from virtualizarr_fill.io import (
 )
 from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
-from virtualizarr_fill.tiff import caches, chain, geo, images, pyramid, segments, tags
+from virtualizarr_fill.tiff import (
+    caches,
+    chain,
+    geo,
+    images,
+    pyramid,
+    segment_grids,
+    segments,
+    tags,
+)
 from virtualizarr_fill.tiff.arrays import (
     array_metadata,
     inlined_array,
@@ -384,7 +393,7 @@ def _image_array(
     dtype = band.sample.dtype
     # Segments past the end of the file are refused before their lengths are judged.
     manifest = segments.chunk_manifest(table, layout, context.url, context.file_size, source)
-    decision = segments.decide_grid(
+    decision = segment_grids.decide_grid(
         table,
         layout,
         chain,
@@ -415,7 +424,9 @@ def _image_array(
     return manifest_array(band_metadata, manifest)
 
 
-def _padding_note(index: int, layout: tags.SegmentLayout, decision: segments.GridDecision) -> str:
+def _padding_note(
+    index: int, layout: tags.SegmentLayout, decision: segment_grids.GridDecision
+) -> str:
     """How the IFD's segments tile the image, and the grid decision with its reason."""
     _, rows, cols = layout.chunk_shape
     height, width = layout.shape[1:]
