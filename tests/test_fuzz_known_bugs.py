@@ -134,13 +134,13 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
     ),
     KnownBug(
         id="tiff-no-image-index-error",
-        summary="a TIFF whose IFD chain yields no page makes _select_page raise IndexError",
+        summary="a TIFF whose IFD chain yields no page makes select_page raise IndexError",
         file="OSGeo+PROJ/test_vgrid_nodata.tif",
         kind="tiff",
         ops=({"op": "flip", "pos": 5, "bit": 2},),  # first-IFD offset moved off the IFD
         outcome=EXCEPTION,
         error_classes=("IndexError",),
-        places=(("tiff/parser.py", "_select_page"),),
+        places=(("tiff/file_layouts.py", "select_page"),),
     ),
     KnownBug(
         id="tiff-inlined-arrays-unbounded",
@@ -153,8 +153,8 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         error_classes=("MemoryError",),
         places=(
             ("tiff/geo.py", "pixel_centres"),
-            ("tiff/parser.py", "_coordinate_arrays"),
-            ("tiff/parser.py", "inlined_array"),
+            ("tiff/single_image.py", "coordinate_arrays"),
+            ("tiff/single_image.py", "inlined_array"),
         ),
     ),
     KnownBug(
