@@ -47,6 +47,14 @@ COMPRESSORS: dict[str, tuple[Any, Any]] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def rectilinear_chunks() -> Iterator[None]:
+    """zarr's rectilinear flag on for each test here, which writes and reads such arrays
+    with zarr alone (otherwise each test depended on an earlier one having turned it on)."""
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        yield
+
+
 @pytest.fixture(params=list(PIPELINES), ids=list(PIPELINES))
 def codec_pipeline(request: pytest.FixtureRequest) -> Iterator[str]:
     with zarr.config.set({"codec_pipeline.path": PIPELINES[request.param]}):
