@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +38,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.dtype import parse_data_type
 
 import virtualizarr_fill
+from fixtures import make_concat_fixtures
 from virtualizarr_fill.chunk_grids import grid_metadata
 from virtualizarr_fill.codec_chains import EdgeHandling, insert_edge_codec
 from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
@@ -314,8 +314,6 @@ def kerchunk_read(refs_location: Any) -> xr.Dataset:
 
 # --------------------------------------------------------------------------- pytest fixture
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_concat_fixtures  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -21,8 +21,8 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 import virtualizarr_fill
+from tests._assertions import assert_same_dataset
 from tests._manifest_builders import concat_fixtures, native_tiff, read_manifest_array
-from tests.test_virtual_dataset import _assert_same_dataset
 from virtualizarr_fill import HDF5Parser, IncompatibleArraysError, TIFFParser
 
 __all__ = ["concat_fixtures"]
@@ -61,7 +61,7 @@ def _same_combination(ours: xr.Dataset, theirs: xr.Dataset) -> None:
         coords={n: variables[n] for n in ours.coords},
         attrs=theirs.attrs,
     )
-    _assert_same_dataset(ours, ordered)
+    assert_same_dataset(ours, ordered)
 
 
 # --------------------------------------------------------------------------- series

@@ -102,8 +102,7 @@ def bad_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gdal_tiffs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-    import make_tiff_fixtures
+    from fixtures import make_tiff_fixtures
 
     return make_tiff_fixtures.write_fixtures(
         tmp_path_factory.mktemp("gdal-tiffs"),
@@ -654,8 +653,7 @@ def test_parser_options(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """--tiff-option / --hdf5-option reach the parsers."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-    import make_tiff_fixtures
+    from fixtures import make_tiff_fixtures
 
     bad_nodata = make_tiff_fixtures.write_fixtures(
         gdal_tiffs["gdal_nodata_scale_offset"].parent, ["gdal_uint8_nodata_out_of_range"]

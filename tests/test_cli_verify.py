@@ -309,8 +309,7 @@ def test_time_stack_from_file_names(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_multiscales_every_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-    import make_gdal_features
+    from fixtures import make_gdal_features
 
     cog = tmp_path / "cog.tif"
     make_gdal_features.write_cog(cog, height=128, width=96, block=32, overview_factors=(2, 4))

@@ -34,6 +34,7 @@ from zarr.errors import ChunkNotFoundError
 from zarr.storage import MemoryStore
 
 import virtualizarr_fill
+from fixtures import make_tiff_fixtures
 from tests._manifest_builders import (
     concat_fixtures,
     concatenate,
@@ -44,14 +45,11 @@ from tests._manifest_builders import (
     stack,
     tiff_manifest_array,
 )
+from tests._native_references import tifffile_reference
 from tests.servers import S3Server
-from tests.test_tiff_readback import tifffile_reference
 from virtualizarr_fill import HDF5Parser, StoreReadError, TIFFParser
 from virtualizarr_fill.reads import PIPELINE_PATH, bytes_decoders, planning, raw_layout, scheduling
 from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_tiff_fixtures
 
 __all__ = ["concat_fixtures"]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,12 +30,10 @@ from zarr.abc.store import (
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
+from fixtures import make_tiff_fixtures
+from tests._native_references import tifffile_reference
 from tests.servers import S3Server
-from tests.test_tiff_readback import tifffile_reference
 from virtualizarr_fill import HDF5Parser, TIFFParser
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_tiff_fixtures
 
 FUSED = "zarr.core.codec_pipeline.FusedCodecPipeline"
 TIFF_FIXTURES = [

@@ -25,6 +25,7 @@ from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset
 from zarr.codecs import BytesCodec
 
+from fixtures import make_gdal_features
 from tests._manifest_builders import icechunk_read, icechunk_repo, icechunk_write, kerchunk_read
 from virtualizarr_fill.codecs.complex_int import (
     ComplexIntCodec,
@@ -33,9 +34,6 @@ from virtualizarr_fill.codecs.complex_int import (
 )
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.tiff import TIFFParser
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_gdal_features
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 

@@ -5,7 +5,6 @@ through Icechunk and kerchunk stores."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +15,10 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset
 
+from fixtures import make_gdal_features
 from tests._manifest_builders import icechunk_read, icechunk_repo, icechunk_write, kerchunk_read
 from virtualizarr_fill.codecs.tiff_predictor import apply_predictor, undo_predictor
 from virtualizarr_fill.tiff import TIFFParser
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_gdal_features
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 FLOATS = ["float16", "float32", "float64"]

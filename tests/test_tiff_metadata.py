@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,11 @@ import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
+from fixtures import make_tiff_fixtures
 from virtualizarr_fill.errors import FillValueError
 from virtualizarr_fill.fill.decision import FillValueWarning
 from virtualizarr_fill.tiff import TIFFParser
 from virtualizarr_fill.tiff.metadata import parse_gdal_metadata, scale_offset_attributes
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_tiff_fixtures
 
 rasterio = pytest.importorskip("rasterio")
 rioxarray = pytest.importorskip("rioxarray")

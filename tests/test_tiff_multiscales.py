@@ -10,7 +10,6 @@ v0.1 and spatial v0.1 specifications, and against GDAL's numbers.
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,11 @@ from obstore.store import LocalStore
 from virtualizarr import open_virtual_datatree
 
 import virtualizarr_fill
+from fixtures import make_gdal_features
 from tests._manifest_builders import icechunk_repo
 from virtualizarr_fill.multiscale_stores import combine_multiscales, multiscales_to_kerchunk
 from virtualizarr_fill.multiscales import check_description
 from virtualizarr_fill.tiff import TIFFParser
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_gdal_features
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 PARSER = TIFFParser(overviews="multiscales")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import struct
-import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +37,8 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
-from tests.test_zarr_metadata import assert_equals_fresh_validation
+from fixtures import make_tiff_fixtures
+from tests._assertions import assert_equals_fresh_validation
 from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.errors import VirtualizarrFillError
@@ -57,9 +57,6 @@ from virtualizarr_fill.tiff import (
 )
 from virtualizarr_fill.tiff import metadata as tiff_metadata
 from virtualizarr_fill.tiff.arrays import CHUNK_KEY_ENCODING, array_metadata, inlined_array
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_tiff_fixtures
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 TIFF_SUFFIXES = {".tif", ".tiff"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pickle
 import shutil
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,11 @@ from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset, open_virtual_datatree
 from zarr.core.metadata.v3 import RectilinearChunkGridMetadata, RegularChunkGridMetadata
 
+from fixtures import make_tiff_fixtures
 from virtualizarr_fill.codecs import TruncateCodec
 from virtualizarr_fill.errors import CorruptFileError, NotATiffError, UnsupportedFeatureError
 from virtualizarr_fill.io import StoreFile
 from virtualizarr_fill.tiff import TIFFParser
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_tiff_fixtures
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 

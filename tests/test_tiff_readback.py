@@ -9,7 +9,6 @@ tests print the counts (read / refused by reason) and fail on any mismatch.
 from __future__ import annotations
 
 import collections
-import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,29 +22,13 @@ import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
+from fixtures import make_tiff_fixtures
+from tests._native_references import tifffile_reference
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.tiff import TIFFParser
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_tiff_fixtures
-
 TIFF_SUFFIXES = {".tif", ".tiff"}
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
-
-
-def tifffile_reference(path: Path, ifd: int | list[int] = 0) -> np.ndarray:
-    """tifffile's decode of one IFD (or SubIFD path), arranged as (band, y, x)."""
-    with tifffile.TiffFile(path) as tif:
-        indices = [ifd] if isinstance(ifd, int) else list(ifd)
-        page = tif.pages[indices[0]]
-        for sub in indices[1:]:
-            page = page.pages[sub]
-        data = page.asarray()
-        separate = page.shaped[0]
-        data = data.reshape(page.shaped)
-        if data.dtype == np.bool_:  # 1-bit samples read as uint8 0/1, as GDAL reads them
-            data = data.astype(np.uint8)
-        return data[:, 0, :, :, 0] if separate > 1 else np.moveaxis(data[0, 0], -1, 0)
 
 
 def rasterio_reference(path: Path) -> tuple[np.ndarray | None, str | None]:

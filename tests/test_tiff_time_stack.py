@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset
 
+from fixtures import make_gdal_features
 from tests._manifest_builders import kerchunk_read
 from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, main
 from virtualizarr_fill.multiscales import check_description
@@ -29,9 +29,6 @@ from virtualizarr_fill.time_stack import (
     parse_time,
     stack_by_time,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_gdal_features
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 UTC = dt.UTC

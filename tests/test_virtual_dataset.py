@@ -10,26 +10,20 @@ attributes, encodings, loaded values and manifests.
 from __future__ import annotations
 
 import csv
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-import xarray as xr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
-from virtualizarr.manifests import ManifestArray
 from virtualizarr.xarray import construct_virtual_dataset
 
+from fixtures import make_hdf5_fixtures, make_tiff_fixtures
+from tests._assertions import assert_same_dataset
 from tests.conftest import CORPUS_DIR
 from virtualizarr_fill import VirtualizarrFillError
 from virtualizarr_fill.formats import AutoParser
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_hdf5_fixtures
-import make_tiff_fixtures
 
 # Files whose root group holds thousands of arrays (minutes to compare, nothing new).
 _SLOW = ("test_large_group", "chunked_v4_datasets", "fixed_array_paged_datasets")
@@ -45,46 +39,6 @@ def _corpus() -> list[str]:
             and not any(s in n for s in _SLOW)]
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equality of encoding and attribute values (arrays, NaN, codec objects)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=_nan_ok(a)))
-    if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
-        return True
-    if isinstance(a, np.generic) and isinstance(b, np.generic):
-        return bool(np.array_equal(a, b, equal_nan=_nan_ok(a))) and a.dtype == b.dtype
-    return bool(type(a) is type(b) and a == b)
-
-
-def _nan_ok(a: Any) -> bool:
-    return np.asarray(a).dtype.kind in "fc"
-
-
-def _assert_same_dataset(ours: xr.Dataset, theirs: xr.Dataset) -> None:
-    assert list(ours.variables) == list(theirs.variables)
-    assert set(ours.coords) == set(theirs.coords)
-    assert set(ours.xindexes) == set(theirs.xindexes)
-    assert _same(ours.attrs, theirs.attrs), (ours.attrs, theirs.attrs)
-    for name, var in ours.variables.items():
-        other = theirs.variables[name]
-        assert var.dims == other.dims, name
-        assert type(var) is type(other), name
-        assert _same(var.attrs, other.attrs), (name, var.attrs, other.attrs)
-        assert _same(var.encoding, other.encoding), (name, var.encoding, other.encoding)
-        if isinstance(var.data, ManifestArray):
-            assert isinstance(other.data, ManifestArray), name
-            assert type(var.data) is type(other.data), name
-            assert var.data.metadata.to_dict() == other.data.metadata.to_dict(), name
-            assert var.data.manifest == other.data.manifest, name
-        else:
-            assert var.dtype == other.dtype, name
-            np.testing.assert_array_equal(var.values, other.values, err_msg=name)
-
-
 def _compare_part_dataset(store: Any) -> None:
     """The dataset rebuilt from a file's part (what combining keeps of a file) equals the
     file's virtual dataset."""
@@ -94,7 +48,7 @@ def _compare_part_dataset(store: Any) -> None:
         warnings.simplefilter("ignore")
         expected = store.to_virtual_dataset()
         rebuilt = part_dataset(file_part(store))
-    _assert_same_dataset(rebuilt, expected)
+    assert_same_dataset(rebuilt, expected)
 
 
 def _compare(path: Path) -> None:
@@ -137,7 +91,7 @@ def _compare(path: Path) -> None:
             assert isinstance(ours, type(theirs)), (ours, theirs)
             continue
         assert not isinstance(ours, Exception), ours
-        _assert_same_dataset(ours, theirs)
+        assert_same_dataset(ours, theirs)
 
 
 @pytest.mark.corpus

@@ -9,7 +9,6 @@ bypassed - so a cached copy can never carry one file's values into another's.
 
 from __future__ import annotations
 
-import json
 import struct
 import warnings
 from collections.abc import Iterator
@@ -21,8 +20,8 @@ import pytest
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from virtualizarr.manifests import ManifestArray, ManifestGroup
-from zarr.core.metadata.v3 import ArrayV3Metadata
 
+from tests._assertions import assert_equals_fresh_validation, json_value
 from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.hdf5 import HDF5Parser
@@ -40,14 +39,10 @@ def hdf5_files(corpus_dir: Path) -> list[Path]:
     return files
 
 
-def _json(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=repr, sort_keys=True))
-
-
 def _array_record(array: ManifestArray) -> dict[str, Any]:
     fill = np.asarray(array.metadata.fill_value)
     return {
-        "document": _json(array.metadata.to_dict()),
+        "document": json_value(array.metadata.to_dict()),
         "codec_classes": [type(c).__qualname__ for c in array.metadata.codecs],
         "fill": (fill.dtype.str, fill.tobytes().hex()),
     }
@@ -108,25 +103,6 @@ def test_cold_warm_and_bypassed_caches_give_identical_hdf5_stores(
 
 def _uncacheable(value: Any) -> Any:
     raise zarr_metadata._Uncacheable
-
-
-def assert_equals_fresh_validation(ours: ArrayV3Metadata, where: Any) -> None:
-    """A (possibly cached and copied) metadata equals ArrayV3Metadata validated afresh
-    from the same fields."""
-    fresh = ArrayV3Metadata(
-        shape=ours.shape,
-        data_type=ours.data_type,
-        chunk_grid=ours.chunk_grid,
-        chunk_key_encoding=ours.chunk_key_encoding,
-        fill_value=ours.fill_value,
-        codecs=ours.codecs,
-        attributes=ours.attributes,
-        dimension_names=ours.dimension_names,
-        storage_transformers=None,
-    )
-    assert _json(fresh.to_dict()) == _json(ours.to_dict()), where
-    assert fresh.codecs == ours.codecs, where
-    assert fresh.chunk_grid == ours.chunk_grid, where
 
 
 def test_every_hdf5_metadata_equals_a_fresh_validation(hdf5_files: list[Path]) -> None:

@@ -12,7 +12,6 @@ handle must go to zarr's own functions and behave exactly as there.
 from __future__ import annotations
 
 import asyncio
-import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from zarr.errors import ChunkNotFoundError
 from zarr.storage import MemoryStore
 
 import virtualizarr_fill
+from fixtures import make_tiff_fixtures
 from tests._manifest_builders import (
     concat_fixtures,
     concatenate,
@@ -43,7 +43,7 @@ from tests._manifest_builders import (
     stack,
     tiff_manifest_array,
 )
-from tests.test_tiff_readback import tifffile_reference
+from tests._native_references import tifffile_reference
 from virtualizarr_fill import HDF5Parser, TIFFParser
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
 from virtualizarr_fill.errors import StoreReadError
@@ -63,9 +63,6 @@ from virtualizarr_fill.reads import (
     zarr_selections,
 )
 from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-import make_tiff_fixtures
 
 __all__ = ["concat_fixtures"]
 
