@@ -215,7 +215,7 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         ops=(_put(4451, "00000000"),),  # HEAP signature smashed
         outcome=EXCEPTION,
         error_classes=("RuntimeError",),
-        places=(("hdf5/parser.py", "_address"),),
+        places=(("hdf5/walk.py", "_address"),),
     ),
     KnownBug(
         id="hdf5-attribute-name-not-text",

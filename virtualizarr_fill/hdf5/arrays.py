@@ -49,7 +49,7 @@ from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.codecs.inflate import inflate, inflates_to_chunk
 from virtualizarr_fill.fill.hdf5 import consolidate_hdf5_fill
 from virtualizarr_fill.hdf5 import _libhdf5
-from virtualizarr_fill.hdf5.attrs import FILL_ATTRIBUTES, convert_attributes
+from virtualizarr_fill.hdf5.attrs import FILL_ATTRIBUTES, VlenReader, convert_attributes
 from virtualizarr_fill.hdf5.chunk_btree import btree_problem
 from virtualizarr_fill.hdf5.chunk_index import (
     ChunkTable,
@@ -64,6 +64,7 @@ from virtualizarr_fill.hdf5.dtypes import (
     little_endian,
     plan_dtype,
 )
+from virtualizarr_fill.hdf5.file_checks import FileChecks
 from virtualizarr_fill.hdf5.filters import (
     FilterInfo,
     UnsupportedFilterError,
@@ -77,6 +78,14 @@ from virtualizarr_fill.hdf5.global_heap import (
 )
 from virtualizarr_fill.hdf5.reader import HDF5File
 from virtualizarr_fill.hdf5.urls import join_url
+from virtualizarr_fill.hdf5.vlen_descriptors import (
+    DescriptorsUnavailable,
+    VlenDescriptors,
+    compact_data,
+    element_size,
+    unfiltered,
+)
+from virtualizarr_fill.hdf5.vlen_descriptors import table as descriptor_table
 
 _log = logging.getLogger(__name__)
 
@@ -94,6 +103,14 @@ VERIFY_STORED_MAX_BYTES = 64 << 10
 
 
 def _no_reader(url: str) -> HDF5File | None:
+    return None
+
+
+def _no_refusal(url: str, target_url: str, what: str) -> str | None:
+    return None
+
+
+def _no_checks(url: str) -> FileChecks | None:
     return None
 
 
@@ -123,6 +140,23 @@ class ArrayContext:
     #: The open reader of a file of the session (for bytes it has already fetched and
     #: the file's superblock facts), or None.
     reader: Callable[[str], HDF5File | None] = _no_reader
+    #: The path of an object opened through an object reference (None: unknown; default:
+    #: libhdf5's name for it).
+    object_path: Callable[[Any], str | bytes | None] | None = None
+    #: Why a reference from one file (URL) to another (URL), described by the third
+    #: argument, may not be followed (the path policy), or None.
+    refusal: Callable[[str, str, str], str | None] = _no_refusal
+    #: The object at a path of an opened file, opened one checked group at a time
+    #: (None: h5py's lookup).
+    open_path: Callable[[str, str], Any] | None = None
+    #: Reads the stored descriptors of variable-length attributes (None: their values
+    #: are read unbounded, as h5py reads them).
+    vlen_attribute: VlenReader | None = None
+    #: Why an object's attributes cannot be read safely (their storage checked), or
+    #: None; for datasets whose attributes the caller has not read.
+    attributes_problem: Callable[[Any, str], str | None] | None = None
+    #: The structure checks of an opened file of the session (by URL), or None.
+    checks: Callable[[str], FileChecks | None] = _no_checks
 
 
 @dataclass(frozen=True)
@@ -167,12 +201,18 @@ def build_array(
     if nbytes >= 2**63:
         # Larger than any file can hold: the dataspace message is garbage.
         raise DatasetRefused("corrupt", f"implausible shape {dataset.shape} ({nbytes} bytes)")
+    if raw_attributes is None and context.attributes_problem is not None:
+        problem = context.attributes_problem(dataset, f"dataset {target.path or dataset.name!r}")
+        if problem is not None:
+            raise DatasetRefused("corrupt", problem)
     json_attrs, typed = convert_attributes(
         dataset,
         source=context.url,
         keep_typed=FILL_ATTRIBUTES,
         raw=raw_attributes,
         path=target.path,
+        path_of=context.object_path,
+        vlen=context.vlen_attribute,
     )
     builder = _ArrayBuilder(dataset, dtype, dcpl, plan, target, context)
     if dcpl.get_layout() == h5py.h5d.VIRTUAL:
@@ -346,10 +386,16 @@ class _ArrayBuilder:
         self.name = target.path if target.path is not None else dataset.name
         #: Rewritten chunks stored with every filter skipped: (byte offset, length).
         self.unfiltered: dict[tuple[int, ...], tuple[int, int]] = {}
+        #: The chunk table read from the index (None: libhdf5 lists the chunks).
+        self.table: ChunkTable | None = None
 
     # -- top level ---------------------------------------------------------------
 
     def build(self, attributes: dict[str, Any]) -> ManifestArray:
+        if self.layout == h5py.h5d.CHUNKED:
+            # Read (and check) the chunk index before any libhdf5 call that walks it
+            # (storage sizes, reads of materialised values).
+            self.table = self._direct_chunk_table()
         materialise = self.plan.storage is Storage.MATERIALISE or self.layout == h5py.h5d.COMPACT
         if materialise:
             chunks = self._materialised_chunk_shape()
@@ -511,6 +557,7 @@ class _ArrayBuilder:
                 header=_libhdf5.object_address(dataset.id),
                 sizes=(reader.address_size, reader.length_size),
                 geometry=geometry,
+                file_size=reader.size,
             )
         except CorruptChunkIndex as exc:
             raise DatasetRefused("corrupt", str(exc)) from None
@@ -550,7 +597,7 @@ class _ArrayBuilder:
         self, chunks: tuple[int, ...], grid: tuple[int, ...]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, ...]]]:
         paths, offsets, lengths = self._empty(grid)
-        table = self._direct_chunk_table()
+        table = self.table
         if table is None:
             table = self._iterated_chunk_table()
         _log.debug("%s: chunk table from %s (%d chunks)", self.name, table.source, len(table.sizes))
@@ -880,6 +927,9 @@ class _ArrayBuilder:
     def _external_url(self, name: bytes | str) -> str:
         text = name.decode("utf-8", "surrogateescape") if isinstance(name, bytes) else name
         url = join_url(self.context.url, text)
+        refusal = self.context.refusal(self.context.url, url, f"external raw storage {text!r}")
+        if refusal is not None:
+            raise DatasetRefused("external", refusal)
         if not self.context.exists(url):
             raise DatasetRefused(
                 "external", f"external raw storage file {text!r} not found (looked for {url})"
@@ -911,20 +961,19 @@ class _ArrayBuilder:
         """Bound what the strings' stored descriptors claim before h5py reads them:
         libhdf5 allocates each claimed length before it reads the heap."""
         what = f"variable-length strings of {self.name!r}"
+        checks = self.context.checks(self.context.url)
+        if checks is None:
+            return  # not parsed through a session: read unbounded, as h5py would
         try:
-            reader = self.context.reader(self.context.url)
-            address_size = (
-                reader.address_size  # read from the superblock when the file was opened
-                if reader is not None and reader.sizes_known
-                else int(self.dataset.file.id.get_create_plist().get_sizes()[0])
-            )
-            descriptors = _libhdf5.read_vlen_descriptors(
-                self.dataset.id, math.prod(self.stored_shape), address_size
-            )
-        except Exception as exc:  # libhdf5 cannot even read the descriptors
+            stored = self._stored_descriptors(checks)
+        except DescriptorsUnavailable as exc:
             raise DatasetRefused("unreadable", f"{what}: descriptors unreadable ({exc})") from None
-        if descriptors is None:
-            return  # no ctypes access to libhdf5 here: read unbounded, as h5py would
+        if stored is None:
+            return  # nothing written
+        address_size = checks.facts.address_size
+        descriptors = VlenDescriptors(
+            stored, address_size, _libhdf5.vlen_base_size(self.dataset.id)
+        )
         try:
             payload = vlen_payload_bytes(descriptors, self.context.file_size, what=what)
         except ImplausibleVlenError as exc:
@@ -935,6 +984,58 @@ class _ArrayBuilder:
                 f"{what} must be read and inlined, but they hold {payload} bytes, more than "
                 f"max_inline_bytes={self.context.max_inline_bytes}",
             )
+
+    def _stored_descriptors(self, checks: FileChecks) -> np.ndarray | None:
+        """The descriptors of every stored element, read from the file's bytes (rows of
+        ``8 + size of offsets`` bytes), or None when nothing was written."""
+        count = math.prod(self.stored_shape)
+        address_size = checks.facts.address_size
+        size = element_size(address_size)
+        if self.layout == h5py.h5d.COMPACT:
+            header = _libhdf5.object_address(self.dataset.id)
+            data = compact_data(checks.object(header, f"dataset {self.name!r}").messages or ())
+            if data is None:
+                raise DescriptorsUnavailable("the layout message holds no compact data")
+            return descriptor_table(data, count, address_size)
+        if self.layout == h5py.h5d.CONTIGUOUS:
+            if self.dcpl.get_external_count() > 0:
+                raise DescriptorsUnavailable("strings in external raw storage")
+            offset = self.dataset.id.get_offset()
+            if offset is None:
+                return None
+            return descriptor_table(self._stored_bytes(offset, count * size), count, address_size)
+        table = self.table if self.table is not None else self._iterated_chunk_table()
+        if not len(table.sizes):
+            return None
+        chunks = tuple(int(c) for c in self.dataset.chunks)
+        per_chunk = math.prod(chunks)
+        filters = [(f.filter_id, f.cd_values) for f in read_pipeline(self.dcpl)]
+        rows = []
+        for coords, address, stored, mask in zip(
+            table.coords, table.addresses, table.sizes, table.masks, strict=True
+        ):
+            data = unfiltered(
+                self._stored_bytes(int(address), int(stored)), filters, int(mask), per_chunk * size
+            )
+            block = descriptor_table(data, per_chunk, address_size).reshape(*chunks, size)
+            region = tuple(
+                slice(0, max(min(c, s - int(o)), 0))
+                for c, s, o in zip(chunks, self.stored_shape, coords, strict=True)
+            )
+            rows.append(block[region].reshape(-1, size))
+        return np.concatenate(rows)
+
+    def _stored_bytes(self, offset: int, length: int) -> bytes:
+        if offset < 0 or offset + length > self.context.file_size:
+            raise DatasetRefused(
+                "corrupt",
+                f"storage of {self.name!r} ends at byte {offset + length}, past the end of the "
+                f"file ({self.context.file_size} bytes): the file is truncated",
+            )
+        reader = self.context.reader(self.context.url)
+        if reader is None:
+            raise DescriptorsUnavailable("the file's bytes are not at hand")
+        return reader.read_range(offset, length)
 
     def _has_storage(self) -> bool:
         if self.layout == h5py.h5d.COMPACT:

@@ -18,10 +18,20 @@ phony_dims="sort")``, so this module follows h5netcdf's reading rules:
 
 The whole file is walked from the root (as h5netcdf does) even when one group is
 selected, because phony numbering depends on every group before it.
+
+Dimension bookkeeping that cannot be read (an attribute table that cannot be listed, an
+unreadable ``CLASS``, ``NAME``, ``DIMENSION_LIST``, ``_Netcdf4Coordinates`` or
+``_Netcdf4Dimid``, a scale reference that does not resolve) never silently turns a
+variable's axes into phony dimensions or a scale into a plain variable: the dataset is
+marked (:attr:`DatasetNode.problem`), takes no part in defining dimensions, and the
+parser skips it with a warning. A ``DIMENSION_LIST`` or ``REFERENCE_LIST`` entry that
+does not resolve (the dataset's own attributes read fine) is reported with an
+:class:`~virtualizarr_fill.hdf5.attrs.AttributeWarning` naming what it changes.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import ChainMap, Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +42,9 @@ import numpy as np
 
 from virtualizarr_fill.hdf5._libhdf5 import object_address
 from virtualizarr_fill.hdf5.attrs import (
+    AttributeWarning,
     UnreadableAttribute,
+    VlenReader,
     attribute_names,
     read_attribute,
     read_raw_attributes,
@@ -44,6 +56,12 @@ NON_COORD_PREFIX = "_nc4_non_coord_"
 #: Attributes of a dataset never needed in full: hidden from the virtual dataset, and
 #: (REFERENCE_LIST) only read for the rare unlimited dimension whose length it decides.
 _UNREAD_ATTRIBUTES = frozenset({"_nc3_strict", "_NCProperties", "REFERENCE_LIST"})
+#: The attributes the dimension rules read.
+_DIMENSION_ATTRIBUTES = ("CLASS", "NAME", "DIMENSION_LIST", "_Netcdf4Coordinates", "_Netcdf4Dimid")
+
+
+class DimensionMetadataError(Exception):
+    """Dimension bookkeeping of a dataset cannot be read; the message says what."""
 
 
 @dataclass
@@ -55,6 +73,9 @@ class Dimension:
     dimid: Any  # int for real dimensions; False for phony ones, as h5netcdf has it
     phony: bool
     unlimited: bool = False
+    #: The dimension scale defining it (file number and object address; links to one
+    #: scale define one dimension per link name).
+    scale: Any = None
 
     @property
     def maxsize(self) -> int | None:
@@ -71,23 +92,35 @@ class DatasetNode:
     path: str = ""
     #: the open file the dataset lives in (an externally linked one for external links)
     file: h5py.File | None = None
+    #: The object header's address in its file (None: unknown).
+    address: int | None = None
+    #: Why the dataset's attributes or dimension bookkeeping cannot be read (the parser
+    #: then skips it), else None.
+    problem: str | None = None
+    #: Reads the stored descriptors of variable-length attributes (see
+    #: :data:`~virtualizarr_fill.hdf5.attrs.VlenReader`).
+    vlen: VlenReader | None = None
     _facts: DatasetFacts | None = None
     _raw_attributes: dict[str, Any] | None = None
     _attribute_names: list[str] = field(default_factory=list)
 
     @property
     def raw_attributes(self) -> dict[str, Any]:
-        """The attributes as h5py reads them, read once (empty if unlistable), but for
-        hidden ones nothing looks at (see :meth:`reference_list`)."""
+        """The attributes as h5py reads them, read once, but for hidden ones nothing
+        looks at (see :meth:`reference_list`); empty, with :attr:`problem` set, when the
+        attribute table cannot be listed (or was found corrupt before)."""
         if self._raw_attributes is None:
+            self._raw_attributes = {}
+            if self.problem is not None:
+                return self._raw_attributes
             try:
                 self._attribute_names = attribute_names(self.dataset)
                 self._raw_attributes = read_raw_attributes(
-                    self.dataset, self._attribute_names, skip=_UNREAD_ATTRIBUTES
+                    self.dataset, self._attribute_names, skip=_UNREAD_ATTRIBUTES, vlen=self.vlen
                 )
-            except Exception:  # a corrupt attribute table: no attributes
+            except Exception as exc:  # a corrupt attribute table
                 self._attribute_names = []
-                self._raw_attributes = {}
+                self.problem = f"its attributes cannot be listed ({exc})"
         return self._raw_attributes
 
     def reference_list(self) -> Any:
@@ -95,14 +128,24 @@ class DatasetNode:
         self.raw_attributes  # noqa: B018  (lists the attributes)
         if "REFERENCE_LIST" not in self._attribute_names:
             return None
-        value = read_attribute(self.dataset, "REFERENCE_LIST")
+        value = read_attribute(self.dataset, "REFERENCE_LIST", self.vlen)
         return None if isinstance(value, UnreadableAttribute) else value
 
     @property
     def facts(self) -> DatasetFacts:
-        """The dimension bookkeeping of the dataset, read once."""
+        """The dimension bookkeeping of the dataset, read once (none, with
+        :attr:`problem` set, when it cannot be read)."""
         if self._facts is None:
-            self._facts = DatasetFacts.read(self.dataset, self.raw_attributes)
+            raw = self.raw_attributes
+            try:
+                if self.problem is not None:
+                    raise DimensionMetadataError(self.problem)
+                self._facts = DatasetFacts.read(self.dataset, raw)
+            except DimensionMetadataError as exc:
+                self.problem = str(exc)
+                self._facts = DatasetFacts(
+                    False, False, _unlabelled(self.dataset), None, None, None
+                )
         return self._facts
 
     def open_file(self) -> h5py.File:
@@ -122,11 +165,16 @@ class DatasetFacts:
 
     @classmethod
     def read(cls, dataset: h5py.Dataset, raw: dict[str, Any]) -> DatasetFacts:
+        """Raises :class:`DimensionMetadataError` when an attribute the rules read is
+        unreadable."""
         names = set(raw)
+        for name in _DIMENSION_ATTRIBUTES:
+            value = raw.get(name)
+            if isinstance(value, UnreadableAttribute):
+                raise DimensionMetadataError(f"its {name} attribute cannot be read ({value.error})")
 
         def get(name: str) -> Any:
-            value = raw.get(name)
-            return None if isinstance(value, UnreadableAttribute) else value
+            return raw.get(name)
 
         name_attr = get("NAME")
         if isinstance(name_attr, str):
@@ -156,6 +204,10 @@ class GroupNode:
     children: list[tuple[str, GroupNode]] = field(default_factory=list)
     dimensions: dict[str, Dimension] = field(default_factory=dict)
     parent: GroupNode | None = None
+    #: The object header's address in its file (None: unknown).
+    address: int | None = None
+    #: Why the group's attributes cannot be read safely, else None.
+    attributes_problem: str | None = None
 
     def all_dimensions(self) -> dict[str, Dimension]:
         """Dimensions visible here: this group's, then its ancestors', as h5netcdf's
@@ -170,6 +222,19 @@ class GroupNode:
     def dimension_ids(self) -> dict[Any, str]:
         """netCDF dimension id -> name over the visible dimensions (h5netcdf's rule)."""
         return {dim.dimid: name for name, dim in self.all_dimensions().items()}
+
+    def shared_dimension_ids(self) -> set[Any]:
+        """Ids two visible real dimensions claim (netCDF-4 gives each its own: a corrupt
+        ``_Netcdf4Dimid``)."""
+        counts = Counter(
+            dimid
+            for dimid, _ in {
+                (dim.dimid, dim.scale if dim.scale[1] is not None else name)
+                for name, dim in self.all_dimensions().items()
+                if not dim.phony and not isinstance(dim.dimid, bool)
+            }
+        )
+        return {dimid for dimid, count in counts.items() if count > 1}
 
     def walk(self) -> Iterator[GroupNode]:
         """This group and its descendants, in h5netcdf's (pre-order) order."""
@@ -216,8 +281,8 @@ def _scale_counts(dataset: h5py.Dataset, dimension_list: Any) -> list[int]:
         return [len(refs) for refs in dimension_list]
     try:
         return [len(axis) for axis in dataset.dims]
-    except Exception:  # broken DIMENSION_LIST references
-        return [0] * rank
+    except Exception as exc:  # broken DIMENSION_LIST references
+        raise DimensionMetadataError(f"its DIMENSION_LIST cannot be read ({exc})") from None
 
 
 def _unlabelled(dataset: h5py.Dataset) -> str:
@@ -237,31 +302,104 @@ def _labelling(dataset: h5py.Dataset, dimension_list: Any) -> str:
     return "labeled"
 
 
-def _unlimited_size(dataset: h5py.Dataset, file: h5py.File, references: Any) -> int:
-    """h5netcdf: an unlimited dimension is as long as its longest attached variable."""
+def _unlimited_size(member: DatasetNode) -> int:
+    """h5netcdf: an unlimited dimension is as long as its longest attached variable.
+    References that cannot be followed are reported (the length then comes from the
+    others)."""
+    dataset = member.dataset
     size = int(dataset.shape[0])
+    references = member.reference_list()
     if references is None:
+        if "REFERENCE_LIST" in member._attribute_names:
+            _report(member, "REFERENCE_LIST", "unreadable")
         return size
-    try:
-        for reference, axis in references:
+    file = member.open_file()
+    for number, entry in enumerate(references):
+        try:
+            reference, axis = entry
             # the low-level identifier is enough for a shape, and far cheaper
             target = h5py.h5r.dereference(reference, file.id)
             size = max(size, int(target.shape[axis]))
-    except Exception:  # dangling reference: keep what we have
-        pass
+        except Exception as exc:  # dangling reference
+            _report(member, "REFERENCE_LIST", f"entry {number} does not resolve ({exc})")
     return size
+
+
+def _report_axes(member: DatasetNode, problem: str) -> None:
+    """A DIMENSION_LIST that cannot be followed: reported; the axes it does not name
+    get dimensions by h5netcdf's rules for unlabelled axes."""
+    warnings.warn(
+        AttributeWarning(
+            f"attribute 'DIMENSION_LIST' of dataset {member.path!r}: {problem}; axes "
+            "without a scale get phony dimensions"
+        ),
+        stacklevel=4,
+    )
+
+
+def _report(member: DatasetNode, attribute: str, problem: str) -> None:
+    warnings.warn(
+        AttributeWarning(
+            f"attribute {attribute!r} of dataset {member.path!r}: {problem}; the length of "
+            f"dimension {member.key!r} is that of the variables whose references resolve"
+        ),
+        stacklevel=3,
+    )
+
+
+class ObjectNames:
+    """The paths of objects opened through object references (dimension scales,
+    reference attributes).
+
+    libhdf5 finds such an object's name by walking every group of the file. When the
+    walk left a group out (it could not be checked, see
+    :mod:`~virtualizarr_fill.hdf5.walk`), that is not safe: the names come from the
+    walked hierarchy instead, by object address (``by_address``).
+    """
+
+    def __init__(self, root: GroupNode | None = None, *, by_address: bool = False) -> None:
+        self.root = root
+        self.by_address = by_address
+        self._paths: dict[tuple[Any, int], str] | None = None
+
+    def path(self, oid: Any) -> str | bytes | None:
+        """The path of the object ``oid`` (an h5py identifier), as h5py's ``.name``
+        gives it; None when unknown."""
+        if not self.by_address:
+            name = h5py.h5i.get_name(oid)
+            if name is None:
+                return None
+            try:
+                return name.decode("utf-8")
+            except UnicodeDecodeError:  # h5py keeps such names as bytes
+                return name
+        return self._by_address().get((tuple(oid.fileno), object_address(oid)))
+
+    def _by_address(self) -> dict[tuple[Any, int], str]:
+        if self._paths is None:
+            self._paths = {}
+            for node in self.root.walk() if self.root is not None else ():
+                if node.address is not None:
+                    self._paths.setdefault((tuple(node.group.id.fileno), node.address), node.path)
+                for member in node.datasets:
+                    if member.address is not None:
+                        key = (tuple(member.dataset.id.fileno), member.address)
+                        self._paths.setdefault(key, member.path)
+        return self._paths
 
 
 class DimensionNamer:
     """Assign netCDF dimensions to every group of a walked hierarchy (h5netcdf rules)."""
 
-    def __init__(self, root: GroupNode) -> None:
+    def __init__(self, root: GroupNode, names: ObjectNames | None = None) -> None:
         self.root = root
+        self.names = names if names is not None else ObjectNames(root)
         self._real_count = 0
         self._phony_count = 0
         self._visible_cache: dict[int, dict[str, Dimension]] = {}
         self._scale_names: dict[tuple[int, int], str] = {}
         self._ids_cache: dict[int, dict[Any, str]] = {}
+        self._shared_cache: dict[int, set[Any]] = {}
         for node in root.walk():
             self._define_group_dimensions(node)
 
@@ -273,20 +411,19 @@ class DimensionNamer:
             if shape is None:
                 continue
             facts = member.facts
+            if member.problem is not None:
+                continue  # skipped by the parser: defines nothing
             if facts.is_scale:
                 dimensionid = self._real_count
                 self._real_count += 1
                 if not shape:
                     continue  # a 0-d scale cannot size a dimension
                 unlimited = dataset.maxshape is not None and dataset.maxshape[:1] == (None,)
-                size = (
-                    _unlimited_size(dataset, member.open_file(), member.reference_list())
-                    if unlimited
-                    else int(shape[0])
-                )
+                size = _unlimited_size(member) if unlimited else int(shape[0])
                 dimid = facts.dimid if facts.dimid is not None else dimensionid
+                scale = (member.file.id.fileno if member.file else None, member.address)
                 node.dimensions[member.key] = Dimension(
-                    member.key, size, dimid, phony=False, unlimited=unlimited
+                    member.key, size, dimid, phony=False, unlimited=unlimited, scale=scale
                 )
             elif facts.labelling == "unlabeled":
                 phony_needed |= Counter(int(s) for s in shape)
@@ -303,11 +440,14 @@ class DimensionNamer:
         Resolving an object's name is slow in HDF5 and a file has few scales referenced
         many times, so names are cached by object address (cheap to get).
         """
-        address = object_address(h5py.h5r.dereference(reference, file.id))
-        key = (id(file), int(address))
+        target = h5py.h5r.dereference(reference, file.id)
+        key = (id(file), int(object_address(target)))
         name = self._scale_names.get(key)
         if name is None:
-            name = str(file[reference].name).split("/")[-1]
+            path = self.names.path(target)
+            if path is None:
+                raise DimensionMetadataError("a DIMENSION_LIST reference names no known object")
+            name = str(path).split("/")[-1]
             self._scale_names[key] = name
         return name
 
@@ -322,6 +462,21 @@ class DimensionNamer:
         if key not in self._ids_cache:
             self._ids_cache[key] = node.dimension_ids()
         return self._ids_cache[key]
+
+    def _defines(self, node: GroupNode, member: DatasetNode, name: str) -> bool:
+        """Whether dimension ``name`` is the one ``member`` defines (under any of the
+        scale's link names), or cannot be told apart."""
+        own = node.dimensions.get(member.key)
+        other = self._visible(node).get(name)
+        if own is None or other is None or own.scale is None or own.scale[1] is None:
+            return True
+        return bool(other.scale == own.scale)
+
+    def _shared_ids(self, node: GroupNode) -> set[Any]:
+        key = id(node)
+        if key not in self._shared_cache:
+            self._shared_cache[key] = node.shared_dimension_ids()
+        return self._shared_cache[key]
 
     def variable_dims(self, node: GroupNode, member: DatasetNode) -> VariableDims:
         """Name, dimensions and shape of one dataset of ``node``."""
@@ -345,16 +500,30 @@ class DimensionNamer:
         if coordinates is not None and facts.is_scale:
             order = self._ids(node)
             try:
-                dims = tuple(order[int(c)] for c in np.atleast_1d(coordinates))
+                ids = [int(c) for c in np.atleast_1d(coordinates)]
+                dims = tuple(order[i] for i in ids)
             except (KeyError, TypeError, ValueError):
-                dims = ()
+                ids, dims = [], ()
+            shared = self._shared_ids(node).intersection(ids)
+            if shared:
+                member.problem = (
+                    f"its _Netcdf4Coordinates name dimension id {min(shared)}, which several "
+                    "dimensions claim (a corrupt _Netcdf4Dimid)"
+                )
+            elif dims and not self._defines(node, member, dims[0]):
+                # A coordinate variable's first dimension is the one it defines.
+                member.problem = (
+                    f"its _Netcdf4Coordinates name dimension {dims[0]!r} first, not the "
+                    f"dimension {member.key!r} it defines"
+                )
             if len(dims) == len(shape):
                 return dims
         if facts.labelling == "labeled" and facts.dimension_list is not None:
             try:
                 file = member.open_file()
                 dims = tuple(self._scale_name(file, refs[-1]) for refs in facts.dimension_list)
-            except Exception:  # dangling scale reference
+            except Exception as exc:  # dangling scale reference
+                _report_axes(member, f"does not resolve ({exc})")
                 dims = ()
             if len(dims) == len(shape):
                 return dims
@@ -371,17 +540,18 @@ class DimensionNamer:
         if member.facts.dimension_list is not None:
             try:
                 axes = list(member.dataset.dims)
-            except Exception:
-                axes = []
+            except Exception as exc:
+                _report_axes(member, f"cannot be read ({exc})")
         for axis, size in enumerate(shape):
-            scales = None
+            scale_name = None
             if axis < len(axes):
                 try:
                     scales = axes[axis][0] if len(axes[axis]) else None
-                except Exception:  # dangling scale reference
-                    scales = None
-            if scales is not None and scales.name:
-                names.append(scales.name.split("/")[-1])
+                    scale_name = None if scales is None else self.names.path(scales.id)
+                except Exception as exc:  # dangling scale reference
+                    _report_axes(member, f"does not resolve for axis {axis} ({exc})")
+            if scale_name:
+                names.append(str(scale_name).split("/")[-1])
                 continue
             candidates = [n for n, d in node.dimensions.items() if d.size == size]
             if used[size] < len(candidates):
@@ -396,6 +566,7 @@ class DimensionNamer:
     def _extra_phony(self, node: GroupNode, size: int) -> str:
         self._visible_cache.clear()
         self._ids_cache.clear()
+        self._shared_cache.clear()
         name = f"phony_dim_{self._phony_count + self._real_count}"
         while any(name in n.dimensions for n in self.root.walk()):
             self._phony_count += 1
@@ -410,7 +581,9 @@ __all__ = [
     "NOT_A_VARIABLE",
     "DatasetNode",
     "Dimension",
+    "DimensionMetadataError",
     "DimensionNamer",
     "GroupNode",
+    "ObjectNames",
     "VariableDims",
 ]

@@ -154,9 +154,15 @@ def _same_fill(a: Any, b: Any) -> bool:
 def _source_array(mapping: Mapping, dataset: h5py.Dataset, context: ArrayContext) -> ManifestArray:
     url = context.url if mapping.filename == "." else join_url(context.url, mapping.filename)
     where = f"virtual dataset (VDS) source {mapping.filename}:{mapping.dataset}"
+    policy = context.refusal(context.url, url, where)
+    if policy is not None:
+        raise DatasetRefused("external", policy)
     try:
         file, size = context.open_file(url)
-        source = file[mapping.dataset]
+        if context.open_path is None:
+            source = file[mapping.dataset]
+        else:
+            source = context.open_path(url, mapping.dataset)
     except Exception as exc:  # missing file or dataset
         raise DatasetRefused("layout", f"{where} cannot be opened ({exc})") from None
     if not isinstance(source, h5py.Dataset):
