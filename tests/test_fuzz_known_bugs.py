@@ -374,6 +374,50 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
     ),
 )
 
+#: Structures libhdf5 follows as it finds them (found by the structure-aware mutation
+#: classes of ``tests/_fuzz_mutations.py``); fixed by checking them from their bytes first.
+FIXED_BUGS += (
+    KnownBug(
+        id="hdf5-group-btree-child-is-its-node",
+        summary="a symbol table (group) B-tree node raised to level 1 whose first child is the "
+        "node itself: libhdf5 recurses into it until the stack overflows (SIGSEGV) when the "
+        "group is listed",
+        file="NCAS-CMS+pyfive/tests/data/dim_scales.hdf5",
+        kind="hdf5",
+        ops=(_put(141, "01"), _put(168, "8800000000000000")),
+        outcome="BUG: crash",
+    ),
+    KnownBug(
+        id="hdf5-chunk-btree-v2-header-type",
+        summary="a version 2 B-tree chunk index header whose record type is flipped from 10 "
+        "to 2 (checksum restored): libhdf5 decodes chunk records with the huge-object layout "
+        "and crashes in chunk_iter (SIGSEGV)",
+        file="NCAS-CMS+pyfive/tests/data/btreev2.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 468, "bit": 3}, {"op": "checksum", "start": 463, "end": 497}),
+        outcome="BUG: crash",
+    ),
+    KnownBug(
+        id="hdf5-attribute-index-record-count",
+        summary="a dense attribute index (version 2 B-tree) whose header's total record count "
+        "is edited (checksum restored): libhdf5 allocates a table of that many attributes "
+        "(2 GB) when the attributes are listed",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_attribute_latest.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 8621, "bit": 4}, {"op": "checksum", "start": 8592, "end": 8626}),
+        outcome=("BUG: memory", "BUG: crash"),
+    ),
+    KnownBug(
+        id="hdf5-local-heap-free-list-loop",
+        summary="a group's local heap whose free list points back at its own block: libhdf5 "
+        "walks it forever, allocating as it goes, when the group is opened",
+        file="NCAS-CMS+pyfive/tests/data/dim_scales.hdf5",
+        kind="hdf5",
+        ops=(_put(696, "3800000000000000"), _put(768, "38000000000000001000000000000000")),
+        outcome=("BUG: timeout", "BUG: memory"),
+    ),
+)
+
 #: Open bugs: fuzz verdicts matching one are counted, not failed.
 KNOWN_BUGS: tuple[KnownBug, ...] = ()
 

@@ -352,6 +352,40 @@ def read_plain_attribute(obj: Any, name: bytes, max_bytes: int) -> Any:
     return values[()] if values.ndim == 0 else values
 
 
+@functools.cache
+def _file_calls() -> ctypes.CDLL | None:
+    lib = _libhdf5()
+    if lib is None or not hasattr(lib, "H5Fget_fileno"):
+        return None
+    lib.H5Iget_file_id.argtypes = [_HID_T]
+    lib.H5Iget_file_id.restype = _HID_T
+    lib.H5Fget_fileno.argtypes = [_HID_T, ctypes.POINTER(ctypes.c_ulong)]
+    lib.H5Fget_fileno.restype = ctypes.c_int
+    lib.H5Fclose.argtypes = [_HID_T]
+    lib.H5Fclose.restype = ctypes.c_int
+    return lib
+
+
+def file_number(oid: Any) -> int | None:
+    """libhdf5's number of the open file an object identifier belongs to (the same for
+    every identifier of the file), or None. h5py's ``fileno`` reads the object's header
+    to get it, which fails for a corrupt header; ``H5Fget_fileno`` does not."""
+    lib = _file_calls()
+    if lib is None:
+        return None
+    number = ctypes.c_ulong(0)
+    with phil:
+        fid = lib.H5Iget_file_id(oid.id)
+        if fid < 0:
+            return None
+        try:
+            if lib.H5Fget_fileno(fid, ctypes.byref(number)) < 0:
+                return None
+        finally:
+            lib.H5Fclose(fid)
+    return int(number.value)
+
+
 def object_address(oid: Any) -> int:
     """The address of an object's header (relative to the superblock; the same for all
     of the object's names).

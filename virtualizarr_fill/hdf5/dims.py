@@ -40,7 +40,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from virtualizarr_fill.hdf5._libhdf5 import object_address
+from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address
 from virtualizarr_fill.hdf5.attrs import (
     AttributeWarning,
     UnreadableAttribute,
@@ -360,7 +360,7 @@ class ObjectNames:
     def __init__(self, root: GroupNode | None = None, *, by_address: bool = False) -> None:
         self.root = root
         self.by_address = by_address
-        self._paths: dict[tuple[Any, int], str] | None = None
+        self._paths: dict[tuple[int | None, int], str] | None = None
 
     def path(self, oid: Any) -> str | bytes | None:
         """The path of the object ``oid`` (an h5py identifier), as h5py's ``.name``
@@ -373,17 +373,17 @@ class ObjectNames:
                 return name.decode("utf-8")
             except UnicodeDecodeError:  # h5py keeps such names as bytes
                 return name
-        return self._by_address().get((tuple(oid.fileno), object_address(oid)))
+        return self._by_address().get((file_number(oid), object_address(oid)))
 
-    def _by_address(self) -> dict[tuple[Any, int], str]:
+    def _by_address(self) -> dict[tuple[int | None, int], str]:
         if self._paths is None:
             self._paths = {}
             for node in self.root.walk() if self.root is not None else ():
                 if node.address is not None:
-                    self._paths.setdefault((tuple(node.group.id.fileno), node.address), node.path)
+                    self._paths.setdefault((file_number(node.group.id), node.address), node.path)
                 for member in node.datasets:
                     if member.address is not None:
-                        key = (tuple(member.dataset.id.fileno), member.address)
+                        key = (file_number(member.dataset.id), member.address)
                         self._paths.setdefault(key, member.path)
         return self._paths
 
@@ -421,7 +421,7 @@ class DimensionNamer:
                 unlimited = dataset.maxshape is not None and dataset.maxshape[:1] == (None,)
                 size = _unlimited_size(member) if unlimited else int(shape[0])
                 dimid = facts.dimid if facts.dimid is not None else dimensionid
-                scale = (member.file.id.fileno if member.file else None, member.address)
+                scale = (file_number(member.open_file().id), member.address)
                 node.dimensions[member.key] = Dimension(
                     member.key, size, dimid, phony=False, unlimited=unlimited, scale=scale
                 )

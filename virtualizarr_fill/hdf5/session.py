@@ -22,7 +22,7 @@ from h5py._objects import phil
 from obspec_utils.registry import ObjectStoreRegistry
 
 from virtualizarr_fill.errors import CorruptFileError, NotHDF5Error
-from virtualizarr_fill.hdf5._libhdf5 import object_address, vlen_base_size
+from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address, vlen_base_size
 from virtualizarr_fill.hdf5.file_checks import FileChecks
 from virtualizarr_fill.hdf5.reader import HDF5File, open_h5py
 from virtualizarr_fill.hdf5.vlen_descriptors import (
@@ -114,7 +114,7 @@ class FileSession:
     #: The file the parse was asked for (the path policy's reference point).
     main_url: str = ""
     #: libhdf5's file number of each opened file -> its URL.
-    urls: dict[tuple[int, ...], str] = field(default_factory=dict)
+    urls: dict[int | None, str] = field(default_factory=dict)
 
     def refusal(self, url: str, target_url: str, what: str) -> str | None:
         """Why ``what`` (naming ``target_url``), found in ``url``, may not be followed,
@@ -169,7 +169,7 @@ class FileSession:
             reader.sizes_known = True
         self.files[url] = (file, reader)
         self.checks[url] = FileChecks(reader)
-        self.urls[tuple(file.id.fileno)] = url
+        self.urls[file_number(file.id)] = url
         return file, reader
 
     def open_with_size(self, url: str) -> tuple[h5py.File, int]:
@@ -183,7 +183,7 @@ class FileSession:
 
     def checks_of(self, obj: Any) -> FileChecks | None:
         """The checks of the opened file an h5py object belongs to."""
-        url = self.urls.get(tuple(obj.id.fileno))
+        url = self.urls.get(file_number(obj.id))
         return None if url is None else self.checks[url]
 
     def attributes_problem(self, obj: Any, what: str) -> str | None:
@@ -192,7 +192,11 @@ class FileSession:
         checks = self.checks_of(obj)
         if checks is None:
             return "its file is not one this parse opened"
-        return checks.object(object_address(obj.id), what).attributes_problem
+        try:
+            address = object_address(obj.id)
+        except Exception as exc:  # a corrupt object header
+            return f"its object header cannot be read ({exc})"
+        return checks.object(address, what).attributes_problem
 
     def vlen_attribute(
         self, obj: Any, attr: Any, name: bytes, count: int
@@ -202,7 +206,10 @@ class FileSession:
         checks = self.checks_of(obj)
         if checks is None:
             return None
-        storage = checks.object(object_address(obj.id), "an object")
+        try:
+            storage = checks.object(object_address(obj.id), "an object")
+        except Exception:  # a corrupt object header
+            return None
         if storage.attributes_problem is not None:
             return None
         data = attribute_data(storage, checks.read, name)
@@ -224,7 +231,10 @@ class FileSession:
 
     def check_group(self, url: str, group: h5py.Group, path: str) -> None:
         """Raise :class:`PathRefused` unless the group's links are sound."""
-        address = object_address(group.id)
+        try:
+            address = object_address(group.id)
+        except Exception as exc:  # a corrupt object header
+            raise PathRefused(f"group {path!r} cannot be read ({exc})") from None
         storage = self.checks[url].object(address, f"group {path!r}")
         if storage.links_problem is not None:
             raise PathRefused(storage.links_problem)
