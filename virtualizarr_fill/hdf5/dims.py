@@ -43,6 +43,7 @@ import numpy as np
 from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address
 from virtualizarr_fill.hdf5.attrs import (
     AttributeWarning,
+    PathOf,
     UnreadableAttribute,
     VlenReader,
     attribute_names,
@@ -347,53 +348,24 @@ def _report(member: DatasetNode, attribute: str, problem: str) -> None:
     )
 
 
-class ObjectNames:
-    """The paths of objects opened through object references (dimension scales,
-    reference attributes).
-
-    libhdf5 finds such an object's name by walking every group of the file. When the
-    walk left a group out (it could not be checked, see
-    :mod:`~virtualizarr_fill.hdf5.walk`), that is not safe: the names come from the
-    walked hierarchy instead, by object address (``by_address``).
-    """
-
-    def __init__(self, root: GroupNode | None = None, *, by_address: bool = False) -> None:
-        self.root = root
-        self.by_address = by_address
-        self._paths: dict[tuple[int | None, int], str] | None = None
-
-    def path(self, oid: Any) -> str | bytes | None:
-        """The path of the object ``oid`` (an h5py identifier), as h5py's ``.name``
-        gives it; None when unknown."""
-        if not self.by_address:
-            name = h5py.h5i.get_name(oid)
-            if name is None:
-                return None
-            try:
-                return name.decode("utf-8")
-            except UnicodeDecodeError:  # h5py keeps such names as bytes
-                return name
-        return self._by_address().get((file_number(oid), object_address(oid)))
-
-    def _by_address(self) -> dict[tuple[int | None, int], str]:
-        if self._paths is None:
-            self._paths = {}
-            for node in self.root.walk() if self.root is not None else ():
-                if node.address is not None:
-                    self._paths.setdefault((file_number(node.group.id), node.address), node.path)
-                for member in node.datasets:
-                    if member.address is not None:
-                        key = (file_number(member.dataset.id), member.address)
-                        self._paths.setdefault(key, member.path)
-        return self._paths
+def libhdf5_path(oid: Any) -> str | bytes | None:
+    """An object's path as h5py's ``.name`` gives it (libhdf5's name; None: anonymous)."""
+    name = h5py.h5i.get_name(oid)
+    if name is None:
+        return None
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:  # h5py keeps such names as bytes
+        return name
 
 
 class DimensionNamer:
     """Assign netCDF dimensions to every group of a walked hierarchy (h5netcdf rules)."""
 
-    def __init__(self, root: GroupNode, names: ObjectNames | None = None) -> None:
+    def __init__(self, root: GroupNode, path_of: PathOf | None = None) -> None:
         self.root = root
-        self.names = names if names is not None else ObjectNames(root)
+        #: The path of an object opened through a reference (default: libhdf5's name).
+        self.path_of: PathOf = path_of if path_of is not None else libhdf5_path
         self._real_count = 0
         self._phony_count = 0
         self._visible_cache: dict[int, dict[str, Dimension]] = {}
@@ -444,7 +416,7 @@ class DimensionNamer:
         key = (id(file), int(object_address(target)))
         name = self._scale_names.get(key)
         if name is None:
-            path = self.names.path(target)
+            path = self.path_of(target)
             if path is None:
                 raise DimensionMetadataError("a DIMENSION_LIST reference names no known object")
             name = str(path).split("/")[-1]
@@ -547,7 +519,7 @@ class DimensionNamer:
             if axis < len(axes):
                 try:
                     scales = axes[axis][0] if len(axes[axis]) else None
-                    scale_name = None if scales is None else self.names.path(scales.id)
+                    scale_name = None if scales is None else self.path_of(scales.id)
                 except Exception as exc:  # dangling scale reference
                     _report_axes(member, f"does not resolve for axis {axis} ({exc})")
             if scale_name:
@@ -584,6 +556,6 @@ __all__ = [
     "DimensionMetadataError",
     "DimensionNamer",
     "GroupNode",
-    "ObjectNames",
     "VariableDims",
+    "libhdf5_path",
 ]

@@ -34,20 +34,14 @@ from virtualizarr_fill._vz_adapter import FileManifestStore
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
 from virtualizarr_fill.hdf5.arrays import ArrayContext, DatasetRefused, Target, build_array
 from virtualizarr_fill.hdf5.attrs import AttributeWarning, convert_attributes
-from virtualizarr_fill.hdf5.dims import (
-    NON_COORD_PREFIX,
-    DatasetNode,
-    DimensionNamer,
-    GroupNode,
-    ObjectNames,
-)
+from virtualizarr_fill.hdf5.dims import NON_COORD_PREFIX, DatasetNode, DimensionNamer, GroupNode
 from virtualizarr_fill.hdf5.session import (
     ExternalFiles,
     FileSession,
     find_superblock,
     superblock_sizes,
 )
-from virtualizarr_fill.hdf5.walk import SkippedLinkWarning, Walker, member_names
+from virtualizarr_fill.hdf5.walk import ObjectNames, SkippedLinkWarning, Walker, member_names
 
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CHUNKS = 1 << 22  # about 170 MB of dense manifest at the limit
@@ -154,7 +148,7 @@ class HDF5Parser:
             walker = Walker(url, session, self._refuse)
             root = walker.walk()
             names = ObjectNames(root, by_address=walker.groups_left_out)
-            namer = DimensionNamer(root, names)
+            namer = DimensionNamer(root, names.path)
             node = self._select(root, url)
             context = ArrayContext(
                 url=url,

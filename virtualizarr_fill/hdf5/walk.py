@@ -22,9 +22,9 @@ import h5py
 from h5py._objects import phil
 
 from virtualizarr_fill.errors import CorruptFileError
-from virtualizarr_fill.hdf5._libhdf5 import object_address
+from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address
 from virtualizarr_fill.hdf5.arrays import DatasetRefused
-from virtualizarr_fill.hdf5.dims import DatasetNode, GroupNode
+from virtualizarr_fill.hdf5.dims import DatasetNode, GroupNode, libhdf5_path
 from virtualizarr_fill.hdf5.session import FileSession, PathRefused
 from virtualizarr_fill.hdf5.urls import join_url
 
@@ -237,6 +237,41 @@ class Walker:
             return None
 
 
+class ObjectNames:
+    """The paths of objects opened through object references (dimension scales,
+    reference attributes).
+
+    libhdf5 finds such an object's name by walking every group of the file. When the
+    walk left a group out (it could not be checked, see
+    :mod:`~virtualizarr_fill.hdf5.walk`), that is not safe: the names come from the
+    walked hierarchy instead, by object address (``by_address``).
+    """
+
+    def __init__(self, root: GroupNode | None = None, *, by_address: bool = False) -> None:
+        self.root = root
+        self.by_address = by_address
+        self._paths: dict[tuple[int | None, int], str] | None = None
+
+    def path(self, oid: Any) -> str | bytes | None:
+        """The path of the object ``oid`` (an h5py identifier), as h5py's ``.name``
+        gives it; None when unknown."""
+        if not self.by_address:
+            return libhdf5_path(oid)
+        return self._by_address().get((file_number(oid), object_address(oid)))
+
+    def _by_address(self) -> dict[tuple[int | None, int], str]:
+        if self._paths is None:
+            self._paths = {}
+            for node in self.root.walk() if self.root is not None else ():
+                if node.address is not None:
+                    self._paths.setdefault((file_number(node.group.id), node.address), node.path)
+                for member in node.datasets:
+                    if member.address is not None:
+                        key = (file_number(member.dataset.id), member.address)
+                        self._paths.setdefault(key, member.path)
+        return self._paths
+
+
 def member_names(group: h5py.Group) -> tuple[list[str], Any]:
     """``list(group)`` (creation order where the group tracks it, else by name) and the
     group's creation property list; raises where libhdf5 cannot list them.
@@ -290,4 +325,4 @@ def _address(obj: h5py.HLObject) -> int | None:
         return None
 
 
-__all__ = ["MAX_GROUP_DEPTH", "SkippedLinkWarning", "Walker", "member_names"]
+__all__ = ["MAX_GROUP_DEPTH", "ObjectNames", "SkippedLinkWarning", "Walker", "member_names"]
