@@ -550,14 +550,18 @@ class _ArrayBuilder:
             chunks=tuple(int(c) for c in dataset.chunks),
             filtered=self.dcpl.get_nfilters() > 0,
         )
+        header = _libhdf5.object_address(dataset.id)
+        checks = self.context.checks(self.context.url)
+        stored = None if checks is None else checks.object(header, f"dataset {self.name!r}")
         try:
             return read_chunk_table(
                 self._fetch(reader),
                 base=reader.base,
-                header=_libhdf5.object_address(dataset.id),
+                header=header,
                 sizes=(reader.address_size, reader.length_size),
                 geometry=geometry,
                 file_size=reader.size,
+                stored=None if stored is None else stored.messages,
             )
         except CorruptChunkIndex as exc:
             raise DatasetRefused("corrupt", str(exc)) from None

@@ -28,7 +28,7 @@ the caller then lists the chunks through libhdf5.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,7 +202,12 @@ def _btree_v2(
     extra = width + 4 if geometry.filtered else 0
     try:
         tree = btree_v2.read_btree_v2(
-            read, facts, layout.address, types={kind: o + extra + 8 * rank}, what="chunk index"
+            read,
+            facts,
+            layout.address,
+            types={kind: o + extra + 8 * rank},
+            what="chunk index",
+            verify=True,
         )
     except CorruptStructure as exc:
         raise CorruptChunkIndex(str(exc)) from None
@@ -342,6 +347,7 @@ def read_chunk_table(
     sizes: tuple[int, int],
     geometry: DatasetGeometry,
     file_size: int | None = None,
+    stored: Iterable[tuple[int, bytes]] | None = None,
 ) -> ChunkTable | None:
     """The chunk table of the chunked dataset whose object header is at (relative)
     ``header``, read from its index, or None when this module does not read that index
@@ -349,11 +355,12 @@ def read_chunk_table(
 
     ``read(position, length)`` returns the file's bytes (None past its end), ``base`` is
     the superblock's position, ``sizes`` the file's (size of offsets, size of lengths),
-    ``file_size`` its length (default: wherever ``read`` stops). Raises
-    :class:`CorruptChunkIndex` when the index is corrupt.
+    ``file_size`` its length (default: wherever ``read`` stops), ``stored`` the object
+    header's messages when already read. Raises :class:`CorruptChunkIndex` when the
+    index is corrupt.
     """
     try:
-        layout = chunked_layout(read, base, header, sizes)
+        layout = chunked_layout(read, base, header, sizes, stored)
         if layout is None or layout.dims[:-1] != geometry.chunks or layout.dims[-1] < 1:
             return None
         if layout.index_type == BTREE_V1 and sizes[0] in (2, 4, 8):

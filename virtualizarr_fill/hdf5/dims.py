@@ -205,8 +205,10 @@ class GroupNode:
     children: list[tuple[str, GroupNode]] = field(default_factory=list)
     dimensions: dict[str, Dimension] = field(default_factory=dict)
     parent: GroupNode | None = None
-    #: The object header's address in its file (None: unknown).
+    #: The object header's address in its file (None: unknown), and the file's URL
+    #: (None: the file parsed).
     address: int | None = None
+    url: str | None = None
     #: Why the group's attributes cannot be read safely, else None.
     attributes_problem: str | None = None
 

@@ -10,7 +10,8 @@ implies, and follows indirect block entries as it finds them.
 :func:`read_fractal_heap` checks the header (version, power-of-two block sizes, a heap
 address width that covers them, a root that fits the table) and walks every block:
 signature, version, back-pointer to the header, offset in the heap, position inside the
-file, checksum, each block visited once. :meth:`FractalHeap.check_ids` then checks that
+file, each block visited once (checksums are libhdf5's to verify: it does, before it
+follows a block). :meth:`FractalHeap.check_ids` then checks that
 every heap ID an index holds names an object inside a direct block (managed objects) or
 inside the file (huge objects stored directly), and :meth:`FractalHeap.object_bytes`
 returns an object's bytes. Per the HDF5 file format specification ("Fractal Heap") and
@@ -20,11 +21,12 @@ the structure.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from virtualizarr_fill.hdf5 import btree_v2, checksum
+from virtualizarr_fill.hdf5 import btree_v2
 from virtualizarr_fill.hdf5.structures import (
     CorruptStructure,
     FileFacts,
@@ -36,6 +38,8 @@ from virtualizarr_fill.hdf5.structures import (
 )
 
 _MANAGED, _HUGE, _TINY = 0x00, 0x10, 0x20
+#: Up to this many heap IDs are checked in plain Python.
+_FEW = 64
 #: Blocks a heap may have: far beyond any real heap (each block costs libhdf5 a read).
 _MAX_BLOCKS = 1 << 16
 
@@ -62,6 +66,9 @@ class FractalHeap:
     def check_ids(self, ids: np.ndarray, facts: FileFacts, read: Reader, what: str) -> None:
         """Check heap IDs (rows of bytes, as an index's records hold them)."""
         if not len(ids):
+            return
+        if len(ids) <= _FEW:
+            self._check_few_ids(ids, facts, read, what)
             return
         kinds = ids[:, 0]
         if np.any(kinds & 0xC0) or np.any((kinds & 0x30) == 0x30):
@@ -92,6 +99,9 @@ class FractalHeap:
 
     def _check_managed(self, ids: np.ndarray, what: str) -> None:
         offsets, lengths = self._managed_fields(ids)
+        if len(ids) <= _FEW:
+            self._check_few(offsets.tolist(), lengths.tolist(), what)
+            return
         block = np.searchsorted(self.offsets, offsets, side="right") - 1
         inside = block >= 0
         start = np.where(inside, self.offsets[np.maximum(block, 0)], 0)
@@ -111,6 +121,46 @@ class FractalHeap:
                 f"({int(lengths[first])} bytes) lies in no direct block of the fractal heap "
                 f"at address {self.address}"
             )
+
+    def _check_few_ids(self, ids: np.ndarray, facts: FileFacts, read: Reader, what: str) -> None:
+        """:meth:`check_ids` in plain Python (NumPy's per-call cost would dominate)."""
+        width = ids.shape[1]
+        start, middle = 1 + self.offset_size, 1 + self.offset_size + self.length_size
+        offsets, lengths, huge = [], [], []
+        for number in range(len(ids)):
+            row = ids[number].tobytes()
+            kind = row[0] & 0x30
+            if row[0] & 0xC0 or kind == 0x30:
+                raise CorruptStructure(f"{what}: a heap ID of unknown version or type")
+            if kind == _MANAGED:
+                if middle > width:
+                    self._managed_fields(ids)  # raises, naming the sizes
+                offsets.append(int.from_bytes(row[1:start], "little"))
+                lengths.append(int.from_bytes(row[start:middle], "little"))
+            elif kind == _HUGE:
+                huge.append(number)
+            elif self.id_length <= 18 and (row[0] & 0x0F) + 2 > width:
+                raise CorruptStructure(f"{what}: a tiny object longer than its heap ID")
+        self._check_few(offsets, lengths, what)
+        if huge:
+            self._check_huge(ids[huge], facts, read, what)
+
+    def _check_few(self, offsets: list[int], lengths: list[int], what: str) -> None:
+        """:meth:`_check_managed` for a few IDs (NumPy's per-call cost would dominate)."""
+        starts = self.offsets.tolist()
+        sizes = self.sizes.tolist()
+        for offset, length in zip(offsets, lengths, strict=True):
+            block = bisect.bisect_right(starts, offset) - 1
+            if not (
+                block >= 0
+                and 0 < length <= self.max_managed_size
+                and starts[block] + self.block_header_size <= offset
+                and offset + length <= starts[block] + sizes[block]
+            ):
+                raise CorruptStructure(
+                    f"{what}: heap object at heap offset {offset} ({length} bytes) lies in no "
+                    f"direct block of the fractal heap at address {self.address}"
+                )
 
     def _check_huge(self, ids: np.ndarray, facts: FileFacts, read: Reader, what: str) -> None:
         if self.huge_btree is None:
@@ -178,8 +228,6 @@ def read_fractal_heap(
     root_rows = uint(head, at + 4 + 2 * ln + 2 + o, 2)
     size = base_size + 4 + (ln + 4 + filter_length if filter_length else 0)
     header = fetch(read, facts, address, size, f"{what} header")
-    if checksum.verified(header, 0, size) is False:
-        raise CorruptStructure(f"{where}: checksum mismatch")
     if not 1 <= id_length <= 4096 or flags & ~0x03:
         raise CorruptStructure(f"{where}: heap ID length {id_length}, flags {flags:#x}")
     if not (power_of_two(width) and power_of_two(start_size) and power_of_two(max_direct)):
@@ -291,10 +339,9 @@ class _Walk:
             # Compressed: only its place can be checked; libhdf5 decodes it.
             self.facts.position(address, stored, where)
         else:
-            data = fetch(self.read, self.facts, address, size, where)
+            self.facts.position(address, size, where)
+            data = fetch(self.read, self.facts, address, self.heap.block_header_size, where)
             self._prefix(data, b"FHDB", offset, where)
-            if self.checksummed and not _checksum_ok(data, self.heap.block_header_size):
-                raise CorruptStructure(f"{where}: checksum mismatch")
         self.offsets.append(offset)
         self.sizes.append(size)
         self.positions.append(self.facts.base + address)
@@ -309,8 +356,6 @@ class _Walk:
         size = 5 + o + heap.offset_size + entries + 4
         data = fetch(self.read, self.facts, address, size, where)
         self._prefix(data, b"FHIB", offset, where)
-        if checksum.verified(data, 0, size) is False:
-            raise CorruptStructure(f"{where}: checksum mismatch")
         at = 5 + o + heap.offset_size
         for row in range(rows):
             block_size = table.row_size(row)
@@ -326,15 +371,6 @@ class _Walk:
                     at += o
                     if self.facts.defined(child):
                         self.indirect(child, child_offset, table.rows_of(block_size))
-
-
-def _checksum_ok(block: bytes, header_size: int) -> bool:
-    """A checksummed direct block: the checksum (the last 4 bytes of its header) covers
-    the whole block with those 4 bytes zeroed."""
-    stored = block[header_size - 4 : header_size]
-    zeroed = block[: header_size - 4] + bytes(4) + block[header_size:]
-    computed = checksum.lookup3(zeroed)
-    return computed is None or computed == int.from_bytes(stored, "little")
 
 
 __all__ = ["FractalHeap", "read_fractal_heap"]

@@ -20,6 +20,7 @@ cannot be listed, while its datasets' attributes may still be sound, and the rev
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from virtualizarr_fill.hdf5 import btree_v2
 from virtualizarr_fill.hdf5.btree_v2 import BTree2, read_btree_v2
@@ -55,6 +56,9 @@ class ObjectStorage:
     #: Why the object's attributes cannot be listed or read safely, else None.
     attributes_problem: str | None = None
     dense_attributes: DenseAttributes | None = None
+    #: Attribute name -> the data of its message, once read (see
+    #: :func:`~virtualizarr_fill.hdf5.vlen_descriptors.attribute_data`).
+    attribute_data: dict[bytes, Any] | None = None
 
     @property
     def attribute_messages(self) -> list[bytes]:
@@ -165,7 +169,7 @@ def _dense_attributes(
             what=f"{what}: attribute index",
         )
         records = tree.records
-        if len(records) and (records[:, _ATTRIBUTE_ID] & 0x01).any():
+        if any(flags & 0x01 for flags in records[:, _ATTRIBUTE_ID].tolist()):
             # Shared attribute messages live in the file's shared message heap, which
             # is not checked here.
             raise CorruptStructure(f"{what}: dense attributes stored as shared messages")

@@ -233,9 +233,16 @@ class HDF5Parser:
                 path=node.path,
                 creation_plist=node.creation_plist,
                 path_of=context.object_path,
-                vlen=context.vlen_attribute,
+                vlen=self._group_vlen(node, walker),
             )
         return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
+
+    @staticmethod
+    def _group_vlen(node: GroupNode, walker: Walker) -> Any:
+        """The reader of a group's variable-length attribute descriptors."""
+        if node.address is None:
+            return walker.session.vlen_attribute
+        return walker.session.vlen_reader(walker.url_of_group(node), node.address)
 
     def _array(
         self,

@@ -23,6 +23,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 
 from virtualizarr_fill.errors import CorruptFileError, NotHDF5Error
 from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address, vlen_base_size
+from virtualizarr_fill.hdf5.attrs import VlenReader
 from virtualizarr_fill.hdf5.file_checks import FileChecks
 from virtualizarr_fill.hdf5.reader import HDF5File, open_h5py
 from virtualizarr_fill.hdf5.vlen_descriptors import (
@@ -207,18 +208,20 @@ class FileSession:
         if checks is None:
             return None
         try:
-            storage = checks.object(object_address(obj.id), "an object")
+            address = object_address(obj.id)
         except Exception:  # a corrupt object header
             return None
-        if storage.attributes_problem is not None:
-            return None
-        data = attribute_data(storage, checks.read, name)
-        if data is None:
-            return None
-        try:
-            return from_bytes(data, count, checks.facts, vlen_base_size(attr))
-        except DescriptorsUnavailable:
-            return None
+        return _descriptors(checks, address, attr, name, count)
+
+    def vlen_reader(self, url: str, address: int) -> VlenReader:
+        """:meth:`vlen_attribute` for the object at ``address`` of the opened file
+        ``url`` (its owner known, nothing to look up per attribute)."""
+        checks = self.checks[url]
+
+        def read(obj: Any, attr: Any, name: bytes, count: int) -> VlenDescriptors | None:
+            return _descriptors(checks, address, attr, name, count)
+
+        return read
 
     def root(self, url: str) -> h5py.Group:
         """The root group of an opened file, its links checked (else
@@ -291,6 +294,24 @@ class FileSession:
                 f"{url}: the HDF5 library failed to close the file ({type(exc).__name__}: "
                 f"{exc}): its metadata is corrupt"
             ) from None
+
+
+def _descriptors(
+    checks: FileChecks, address: int, attr: Any, name: bytes, count: int
+) -> VlenDescriptors | None:
+    storage = checks.object(address, "an object")
+    if storage.attributes_problem is not None:
+        return None
+    stored = attribute_data(storage, checks.read, name)
+    if stored is None:
+        return None
+    base_size = stored.base_size()
+    if base_size is None:
+        base_size = vlen_base_size(attr)
+    try:
+        return from_bytes(stored.data, count, checks.facts, base_size)
+    except DescriptorsUnavailable:
+        return None
 
 
 def _wrap(oid: Any) -> Any:

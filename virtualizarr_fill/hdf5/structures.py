@@ -14,7 +14,7 @@ length)`` function (None past the end of the file) and report the first problem 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: (absolute file position, length) -> the bytes, or None past the end of the file.
 Reader = Callable[[int, int], bytes | None]
@@ -31,14 +31,16 @@ class FileFacts:
     (HDF5 addresses are relative to it), the size of offsets and lengths, and the
     file's size in bytes."""
 
+    #: HDF5's undefined address (all bits set) for the file's size of offsets.
+    undefined_address: int = field(init=False, default=0)
+
     base: int
     address_size: int
     length_size: int
     size: int
 
-    @property
-    def undefined_address(self) -> int:
-        return (1 << (8 * self.address_size)) - 1
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "undefined_address", (1 << (8 * self.address_size)) - 1)
 
     def defined(self, address: int) -> bool:
         return address != self.undefined_address
@@ -47,7 +49,7 @@ class FileFacts:
         """The file position of ``length`` bytes at (relative) ``address``; raises when
         they do not lie inside the file."""
         position = self.base + address
-        if not self.defined(address) or position + length > self.size:
+        if address == self.undefined_address or position + length > self.size:
             raise CorruptStructure(
                 f"{what} at address {address} (+{length} bytes) lies past the end of the "
                 f"file ({self.size} bytes)"

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from virtualizarr_fill.hdf5.structures import CorruptStructure, FileFacts, Reader, fetch, uint
 
 #: libhdf5's defaults for the group leaf K and group internal K.
@@ -64,23 +62,19 @@ class _Heap:
     """A checked local heap's data segment: where names may start."""
 
     def __init__(self, data: bytes) -> None:
+        self.data = data
         self.size = len(data)
-        self._nuls = np.flatnonzero(np.frombuffer(data, np.uint8) == 0)
 
-    def check_names(self, offsets: np.ndarray, what: str) -> None:
-        """Every offset must start a NUL-terminated string inside the segment."""
-        if not len(offsets):
-            return
-        offsets = offsets.astype(np.uint64, copy=False)
-        outside = offsets >= np.uint64(self.size)
-        ends = np.searchsorted(self._nuls, np.minimum(offsets, np.uint64(self.size)))
-        bad = outside | (ends >= len(self._nuls))
-        if bad.any():
-            offset = int(offsets[int(np.argmax(bad))])
-            raise CorruptStructure(
-                f"{what}: a name at heap offset {offset} is not a string inside the "
-                f"{self.size}-byte local heap"
-            )
+    def check_names(self, offsets: list[int], what: str) -> None:
+        """Every offset must start a NUL-terminated string inside the segment (libhdf5
+        compares names with ``strcmp`` on the heap's bytes)."""
+        data, size = self.data, self.size
+        for offset in offsets:
+            if offset >= size or data.find(b"\0", offset) < 0:
+                raise CorruptStructure(
+                    f"{what}: a name at heap offset {offset} is not a string inside the "
+                    f"{size}-byte local heap"
+                )
 
 
 def _local_heap(read: Reader, facts: FileFacts, address: int, what: str) -> _Heap:
@@ -104,6 +98,16 @@ def _local_heap(read: Reader, facts: FileFacts, address: int, what: str) -> _Hea
     return _Heap(data)
 
 
+def _node_bytes(read: Reader, facts: FileFacts, address: int, most: int, what: str) -> bytes:
+    """The bytes of a node of at most ``most`` bytes (what the file holds of them: the
+    used part is checked by the caller)."""
+    position = facts.position(address, 8, what)
+    data = read(position, min(most, facts.size - position))
+    if data is None:
+        raise CorruptStructure(f"{what} is cut off by the end of the file")
+    return data
+
+
 def check_symbol_table(
     read: Reader, facts: FileFacts, btree: int, heap: int, ks: GroupKs, what: str = "group"
 ) -> int:
@@ -112,6 +116,7 @@ def check_symbol_table(
     members. Raises :class:`CorruptStructure` naming ``what`` and the structure."""
     names = _local_heap(read, facts, heap, what)
     o, ln = facts.address_size, facts.length_size
+    full = 8 + 2 * o + 2 * ks.internal * (ln + o) + ln
     visited: set[int] = set()
     nodes: list[int] = [btree]
     level: int | None = None
@@ -124,18 +129,19 @@ def check_symbol_table(
             if address in visited:
                 raise CorruptStructure(f"{where} is reached twice (a cycle)")
             visited.add(address)
-            head = fetch(read, facts, address, 8 + 2 * o, where)
-            if head[:4] != b"TREE" or head[4] != 0:
+            body = _node_bytes(read, facts, address, full, where)
+            if body[:4] != b"TREE" or body[4] != 0:
                 raise CorruptStructure(f"{where}: not a group B-tree node")
-            if level is not None and head[5] != level:
-                raise CorruptStructure(f"{where}: level {head[5]} below a level-{level + 1} node")
-            level = head[5]
-            used = uint(head, 6, 2)
+            if level is not None and body[5] != level:
+                raise CorruptStructure(f"{where}: level {body[5]} below a level-{level + 1} node")
+            level = body[5]
+            used = uint(body, 6, 2)
             if used > 2 * ks.internal:
                 raise CorruptStructure(
                     f"{where}: {used} children, more than the file's {2 * ks.internal}"
                 )
-            body = fetch(read, facts, address, 8 + 2 * o + used * (ln + o) + ln, where)
+            if len(body) < 8 + 2 * o + used * (ln + o) + ln:
+                raise CorruptStructure(f"{where} is cut off by the end of the file")
             for sibling in (uint(body, 8, o), uint(body, 8 + o, o)):
                 if facts.defined(sibling) and facts.base + sibling >= facts.size:
                     raise CorruptStructure(f"{where}: a sibling past the end of the file")
@@ -145,7 +151,7 @@ def check_symbol_table(
                 children.append(uint(body, at + ln, o))
                 at += ln + o
             keys.append(uint(body, at, ln))
-        names.check_names(np.asarray(keys, dtype=np.uint64), f"{what}: symbol table B-tree key")
+        names.check_names(keys, f"{what}: symbol table B-tree key")
         assert level is not None
         if level == 0:
             for address in children:
@@ -169,15 +175,16 @@ def _symbol_node(
     if address in visited:
         raise CorruptStructure(f"{where} is reached twice (a cycle)")
     visited.add(address)
-    head = fetch(read, facts, address, 8, where)
-    if head[:4] != b"SNOD" or head[4] != 1:
+    entry = 2 * o + 24
+    body = _node_bytes(read, facts, address, 8 + 2 * ks.leaf * entry, where)
+    if body[:4] != b"SNOD" or body[4] != 1:
         raise CorruptStructure(f"{where}: not a version 1 symbol table node")
-    count = uint(head, 6, 2)
+    count = uint(body, 6, 2)
     if count > 2 * ks.leaf:
         raise CorruptStructure(f"{where}: {count} entries, more than the file's {2 * ks.leaf}")
-    entry = 2 * o + 24
-    body = fetch(read, facts, address, 8 + count * entry, where)
-    offsets, values = [], []
+    if len(body) < 8 + count * entry:
+        raise CorruptStructure(f"{where} is cut off by the end of the file")
+    offsets = []
     for number in range(count):
         at = 8 + number * entry
         offsets.append(uint(body, at, o))
@@ -185,7 +192,7 @@ def _symbol_node(
         if cache > 2:
             raise CorruptStructure(f"{where}: entry {number} has cache type {cache}")
         if cache == 2:  # a soft link: its value is a name in the heap
-            values.append(uint(body, at + 2 * o + 8, 4))
+            offsets.append(uint(body, at + 2 * o + 8, 4))
         elif not facts.defined(header) or facts.base + header >= facts.size:
             raise CorruptStructure(f"{where}: entry {number} points past the end of the file")
         if cache == 1:  # the member group's B-tree and heap, cached
@@ -194,7 +201,7 @@ def _symbol_node(
                     raise CorruptStructure(
                         f"{where}: entry {number} caches an address past the end"
                     )
-    names.check_names(np.asarray(offsets + values, dtype=np.uint64), where)
+    names.check_names(offsets, where)
     return count
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -85,38 +86,59 @@ def _padded(length: int, version: int) -> int:
     return -(-length // 8) * 8 if version == 1 else length
 
 
-def attribute_message_data(message: bytes, name: bytes) -> bytes | None:
-    """The data of the attribute message ``message`` when the attribute is called
-    ``name``, else None."""
+@dataclass(frozen=True)
+class StoredAttribute:
+    """An attribute message's datatype (None: a shared one, stored elsewhere) and data."""
+
+    datatype: bytes | None
+    data: bytes
+
+    def base_size(self) -> int | None:
+        """The stored size of the base type of a variable-length datatype (class 9),
+        from the datatype's bytes; None when they do not tell."""
+        datatype = self.datatype
+        if datatype is None or len(datatype) < 16 or datatype[0] & 0x0F != 9:
+            return None
+        return uint(datatype, 12, 4)
+
+
+def attribute_message_parts(message: bytes) -> tuple[bytes, StoredAttribute] | None:
+    """(name, stored datatype and data) of an attribute message (versions 1-3), or
+    None when it is not one this reads."""
     if len(message) < 8 or message[0] not in (1, 2, 3):
         return None
-    version = message[0]
+    version, flags = message[0], message[1]
     name_size, type_size, space_size = uint(message, 2, 2), uint(message, 4, 2), uint(message, 6, 2)
     at = 8 + (1 if version == 3 else 0)
-    stored_name = message[at : at + name_size].rstrip(b"\0")
-    if stored_name != name:
+    name = message[at : at + name_size].rstrip(b"\0")
+    at += _padded(name_size, version)
+    datatype = None if version > 1 and flags & 0x01 else message[at : at + type_size]
+    at += _padded(type_size, version) + _padded(space_size, version)
+    if at > len(message):
         return None
-    at += _padded(name_size, version) + _padded(type_size, version) + _padded(space_size, version)
-    return message[at:] if at <= len(message) else None
+    return name, StoredAttribute(datatype, message[at:])
 
 
-def attribute_data(storage: ObjectStorage, read: Reader, name: bytes) -> bytes | None:
-    """The stored data of attribute ``name`` of the object ``storage`` describes (None:
-    not found where this module looks, e.g. a filtered attribute heap)."""
-    for message in storage.attribute_messages:
-        data = attribute_message_data(message, name)
-        if data is not None:
-            return data
-    dense = storage.dense_attributes
-    if dense is None:
-        return None
-    for record in dense.names.records:
-        stored = dense.heap.object_bytes(bytes(record[:8]), read)
-        if stored is not None:
-            data = attribute_message_data(stored, name)
-            if data is not None:
-                return data
-    return None
+def attribute_data(storage: ObjectStorage, read: Reader, name: bytes) -> StoredAttribute | None:
+    """The stored datatype and data of attribute ``name`` of the object ``storage``
+    describes (None: not found where this module looks, e.g. a filtered attribute
+    heap). Every attribute message of the object is read once, on the first call."""
+    if storage.attribute_data is None:
+        found: dict[bytes, StoredAttribute] = {}
+        messages = list(storage.attribute_messages)
+        dense = storage.dense_attributes
+        if dense is not None:
+            for record in dense.names.records:
+                stored = dense.heap.object_bytes(bytes(record[:8]), read)
+                if stored is not None:
+                    messages.append(stored)
+        for message in messages:
+            parts = attribute_message_parts(message)
+            if parts is not None:
+                found.setdefault(*parts)
+        storage.attribute_data = found
+    stored_attribute: StoredAttribute | None = storage.attribute_data.get(name)
+    return stored_attribute
 
 
 def compact_data(messages: Iterable[tuple[int, bytes]]) -> bytes | None:
@@ -170,9 +192,10 @@ def from_bytes(data: bytes, count: int, facts: FileFacts, base_size: int) -> Vle
 
 __all__ = [
     "DescriptorsUnavailable",
+    "StoredAttribute",
     "VlenDescriptors",
     "attribute_data",
-    "attribute_message_data",
+    "attribute_message_parts",
     "compact_data",
     "element_size",
     "from_bytes",

@@ -58,6 +58,9 @@ class Walker:
     def url_of(self, member: DatasetNode) -> str:
         return self._external.get(id(member), self.url)
 
+    def url_of_group(self, node: GroupNode) -> str:
+        return node.url if node.url is not None else self.url
+
     def size_of(self, url: str) -> int:
         return self._sizes[url]
 
@@ -118,7 +121,7 @@ class Walker:
         address: int,
         depth: int,
     ) -> GroupNode:
-        node = GroupNode(path=path, group=group, parent=parent, address=address)
+        node = GroupNode(path=path, group=group, parent=parent, address=address, url=url)
         ancestors = (*ancestors, (url, address))
         members, node.creation_plist = self._members(group, path)
         for key in members:
@@ -173,12 +176,12 @@ class Walker:
 
     def _dataset(self, key: str, obj: h5py.Dataset, path: str, url: str) -> DatasetNode:
         member = DatasetNode(key, obj, path, self.session.files[url][0])
-        member.vlen = self.session.vlen_attribute
         address = _address(obj)
         if address is None:
             member.problem = "the object header cannot be read"
             return member
         member.address = address
+        member.vlen = self.session.vlen_reader(url, address)
         storage = self.session.checks[url].object(address, f"dataset {path!r}")
         member.problem = storage.attributes_problem
         return member
