@@ -408,6 +408,16 @@ FIXED_BUGS += (
         outcome=("BUG: memory", "BUG: crash"),
     ),
     KnownBug(
+        id="hdf5-dimension-list-longer-than-rank",
+        summary="a dataset whose dataspace rank is edited from 3 to 1 keeps its 3-entry "
+        "DIMENSION_LIST: the dimension-scale library (h5py's dims) reads it into a buffer "
+        "of one entry per axis and corrupts the heap (SIGABRT)",
+        file="nasa+harmony-opendap-subsetter/f16_ssmis_20200102v7.nc",
+        kind="hdf5",
+        ops=(_put(7105, "01"), {"op": "checksum", "start": 7056, "end": 7892}),
+        outcome="BUG: crash",
+    ),
+    KnownBug(
         id="hdf5-local-heap-free-list-loop",
         summary="a group's local heap whose free list points back at its own block: libhdf5 "
         "walks it forever, allocating as it goes, when the group is opened",

@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests._fuzz_mutations import lookup3
+from tests._fuzz_mutations import apply_ops, lookup3
 from tests._parse_probe import probe
 
 PYFIVE = "NCAS-CMS+pyfive/tests/data"
@@ -241,3 +241,22 @@ def test_attribute_index_header_edited(
         "of group '/test_group'" in m and "attribute index" in m and "all skipped" in m
         for m in messages
     ), messages
+
+
+# -- the dimension-scale library ------------------------------------------------------------------
+
+
+@pytest.mark.corpus
+def test_dimension_list_longer_than_the_dataset_rank(corpus_dir: Path, tmp_path: Path) -> None:
+    """A dataset whose rank is edited from 3 to 1 keeps its 3-entry DIMENSION_LIST: the
+    dimension-scale library reads it into a buffer of one entry per axis and corrupts
+    the heap (an abort, "double free or corruption"). The dataset is skipped."""
+    name = "nasa+harmony-opendap-subsetter/f16_ssmis_20200102v7.nc"
+    ops = [{"op": "put", "pos": 7105, "hex": "01"}, {"op": "checksum", "start": 7056, "end": 7892}]
+    result = probe(_write(tmp_path, name, apply_ops((corpus_dir / name).read_bytes(), ops)))
+    _assert_sound_process(result)
+    assert any(
+        "'/wind_speed' skipped" in m and "DIMENSION_LIST has 3 entries for 1 axes" in m
+        for m in _messages(result)
+    ), result["warnings"]
+    _assert_same_as_h5py(result, corpus_dir / name, ["/latitude", "/longitude"])

@@ -282,10 +282,24 @@ def _scale_counts(dataset: h5py.Dataset, dimension_list: Any) -> list[int]:
         and all(isinstance(refs, np.ndarray) and refs.ndim == 1 for refs in dimension_list)
     ):
         return [len(refs) for refs in dimension_list]
+    if _entries(dimension_list) != rank:
+        # The dimension-scale library reads the attribute into a buffer of one entry per
+        # axis: more entries overrun it (heap corruption, an abort).
+        raise DimensionMetadataError(
+            f"its DIMENSION_LIST has {_entries(dimension_list)} entries for {rank} axes"
+        )
     try:
         return [len(axis) for axis in dataset.dims]
     except Exception as exc:  # broken DIMENSION_LIST references
         raise DimensionMetadataError(f"its DIMENSION_LIST cannot be read ({exc})") from None
+
+
+def _entries(dimension_list: Any) -> int | None:
+    """The number of entries (axes) of a DIMENSION_LIST value as h5py read it."""
+    shape = getattr(dimension_list, "shape", None)
+    if shape is None or len(shape) != 1:
+        return None
+    return int(shape[0])
 
 
 def _unlabelled(dataset: h5py.Dataset) -> str:
@@ -511,7 +525,9 @@ class DimensionNamer:
         names: list[str] = []
         used: defaultdict[int, int] = defaultdict(int)
         axes: list[Any] = []
-        if member.facts.dimension_list is not None:
+        # (A dataset already refused may have a DIMENSION_LIST the dimension-scale
+        # library would overrun.)
+        if member.facts.dimension_list is not None and member.problem is None:
             try:
                 axes = list(member.dataset.dims)
             except Exception as exc:
