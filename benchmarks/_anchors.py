@@ -32,8 +32,9 @@ import numpy as np
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
+import virtualizarr_fill
 from virtualizarr_fill.io import CountingStore
-from virtualizarr_fill.read_pipeline import PIPELINE_PATH
+from virtualizarr_fill.reads import PIPELINE_PATH
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -548,13 +549,23 @@ def measure_parse(
 
 
 #: zarr's codec pipelines: the default, the opt-in synchronous one (which reads a
-#: ManifestStore through ``virtualizarr_fill._sync_store``), and ours, which reads a
-#: whole batch of chunks from the manifest at once (``virtualizarr_fill.read_pipeline``).
+#: ManifestStore through ``FileManifestStore.get_sync``), and ours, which reads a whole
+#: batch of chunks from the manifest at once (``virtualizarr_fill.read_pipeline``), read
+#: inside ``virtualizarr_fill.fast_reads()``.
 PIPELINES = {
     "batched": "zarr.core.codec_pipeline.BatchedCodecPipeline",
     "fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
     "manifest": PIPELINE_PATH,
 }
+
+
+def reading_with(pipeline: str) -> Any:
+    """The context a read with ``pipeline`` (a key of :data:`PIPELINES`) runs in."""
+    import zarr
+
+    if pipeline == "manifest":
+        return virtualizarr_fill.fast_reads()
+    return zarr.config.set({"codec_pipeline.path": PIPELINES[pipeline]})
 
 
 @dataclass
@@ -664,7 +675,7 @@ def measure_read(file: BenchFile, repeat: int, paired_seconds: float = 0.0) -> R
             def read(side: str) -> list[np.ndarray]:
                 if side == "native":
                     return _read_native(file, keys)
-                with zarr.config.set({"codec_pipeline.path": PIPELINES[side]}):
+                with reading_with(side):
                     return _read_ours(store, names)
 
             native = read("native")

@@ -518,6 +518,24 @@ def _match_tiff(native: np.ndarray, got: np.ndarray) -> tuple[str, str]:
     return WRONG, f"shape {got.shape} vs native {native.shape}"
 
 
+def _tiff_native(tif: Any, key: Any, path: str) -> np.ndarray:
+    """tifffile's decode of the image a key names; for complex-integer samples
+    (SampleFormat 5), which tifffile does not decode, GDAL's (rasterio, first image only,
+    as complex64/complex128: the type that holds every value)."""
+    image = _tiff_image(tif, key)
+    try:
+        return np.asarray(image.asarray())
+    except Exception:
+        page = getattr(image, "keyframe", image)
+        if int(page.sampleformat) != 5 or int(page.index) != 0:
+            raise
+    import rasterio
+
+    complex_type = np.complex64 if int(page.bitspersample) == 32 else np.complex128
+    with rasterio.open(path) as src:
+        return np.asarray(src.read(out_dtype=complex_type))
+
+
 def _tiff_image(tif: Any, key: Any) -> Any:
     """The tifffile page (or series level) a key names."""
     kind, *index = key
@@ -588,7 +606,7 @@ def check_tiff(tool: Tool, path: str, root: Any, result: Result) -> None:
             _fill_info(array, entry)
             result.arrays.append(entry)
             try:
-                native = np.asarray(_tiff_image(tif, key).asarray())
+                native = _tiff_native(tif, key, path)
             except Exception as error:
                 entry.outcome, entry.detail = NOT_COMPARED, f"native: {error_line(error)}"
                 with contextlib.suppress(Exception):
@@ -915,6 +933,8 @@ def _page_traits(tif: Any, page: Any, main_images: int) -> list[str]:
         t.append(trait)
     if int(page.predictor) in (2, 3):
         t.append(f"predictor-{int(page.predictor)}")
+    if int(page.predictor) == 2 and int(page.sampleformat) == 3:
+        t.append("predictor-2-float")
     if int(page.fillorder) == 2:
         t.append("fillorder-2")
     if tif.byteorder == ">":

@@ -3,7 +3,7 @@
 ``bench_anchors.py`` reads every file three times per side, after zarr's own pipelines
 have read the same file, which is the right survey and a noisy single-file measure. This
 reads only the files named, with many interleaved rounds of the two sides, and prints
-medians and their ratio: what ``docs/performance.md`` calls a file's time "alone".
+medians and their ratio: a file's time alone, outside the survey.
 
     python benchmarks/bench_read_file.py --rounds 50 rasterio+rasterio/RGB.byte.tif
 
@@ -51,7 +51,7 @@ def time_file(file: anchors.BenchFile, rounds: int) -> tuple[float, float]:
     names, keys = [n for n, _ in pairs], [k for _, k in pairs]
 
     def ours() -> list[object]:
-        with zarr.config.set({"codec_pipeline.path": anchors.PIPELINES["manifest"]}):
+        with anchors.reading_with("manifest"):
             return list(anchors._read_ours(store, names))
 
     def native() -> list[object]:

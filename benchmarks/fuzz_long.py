@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from tests._fuzz_mutations import Mutation, RandomChooser, file_kind, mutate  # noqa: E402
-from tests._fuzz_worker import OUTCOMES, FuzzWorker  # noqa: E402
+from tests._fuzz_worker import OUTCOMES, FuzzWorker, reclassify_corrupt_data  # noqa: E402
 
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 
@@ -121,7 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     def run_worker() -> None:
         with FuzzWorker(rss_limit_mb=args.rss_limit_mb) as worker:
             while (case := work.get()) is not None:
-                result = worker.check(str(case.path), case.kind, timeout=case.timeout)
+                result = worker.check(
+                    str(case.path),
+                    case.kind,
+                    options=case.mutation.options,
+                    timeout=case.timeout,
+                )
+                result = reclassify_corrupt_data(
+                    result, str(args.corpus / case.mutation.file), case.mutation.ops, case.kind
+                )
                 with lock:
                     results.append((case, result))
                     if log is not None:
@@ -282,10 +290,11 @@ def _print_group(
     print(f"  error: {result.get('error') or result.get('detail', '')}"[:400])
     if result.get("where"):
         print(f"  where: {result['where']}")
+    options = f" --options '{json.dumps(case.mutation.options)}'" if case.mutation.options else ""
     print(
         f"  repro: python -m tests._fuzz_mutations '{case.mutation.to_json()}' /tmp/case"
         f"{Path(case.mutation.file).suffix} && python -m tests._fuzz_worker /tmp/case"
-        f"{Path(case.mutation.file).suffix} --kind {case.kind}"
+        f"{Path(case.mutation.file).suffix} --kind {case.kind}{options}"
     )
     if result.get("stderr"):
         tail = [line for line in result["stderr"].splitlines() if line.strip()][-6:]

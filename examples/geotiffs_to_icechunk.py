@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _samples
 
-import virtualizarr_fill  # noqa: F401  (registers codecs, enables rectilinear grids)
+import virtualizarr_fill
 from virtualizarr_fill import TIFFParser
 
 TILES = 8
@@ -84,7 +84,7 @@ def main(out_dir: Path) -> int:
     # --- write to Icechunk; the commit makes it visible ------------------------------
     repo = _samples.icechunk_repository(out_dir / "mosaic.icechunk", out_dir / "tiles")
     session = repo.writable_session("main")
-    mosaic.vz.to_icechunk(session.store)
+    virtualizarr_fill.to_icechunk(mosaic, session.store)
     session.commit("mosaic of 8 GeoTIFF tiles")
 
     # --- read back ---------------------------------------------------------------------

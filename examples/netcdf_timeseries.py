@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _samples
 
-import virtualizarr_fill  # noqa: F401  (registers codecs, enables rectilinear grids)
+import virtualizarr_fill
 
 FILES = 4
 
@@ -89,10 +89,10 @@ def main(out_dir: Path) -> int:
     # --- the references, two ways ----------------------------------------------------
     repo = _samples.icechunk_repository(out_dir / "series.icechunk", out_dir / "series")
     session = repo.writable_session("main")
-    series.vz.to_icechunk(session.store)
+    virtualizarr_fill.to_icechunk(series, session.store)
     session.commit(f"{FILES} netCDF files along time")
     refs = out_dir / "series.json"
-    series.vz.to_kerchunk(str(refs), format="json", zarr_format=3)
+    virtualizarr_fill.to_kerchunk(series, str(refs), format="json")
     print(f"wrote {out_dir / 'series.icechunk'} and {refs}")
 
     # --- read back and compare with the files themselves --------------------------------

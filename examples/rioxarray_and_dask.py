@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _samples
 
-import virtualizarr_fill  # noqa: F401  (registers codecs, enables rectilinear grids)
 from virtualizarr_fill.cli import main as virtualizarr_fill_cli
 
 TILES = 4

@@ -2,15 +2,20 @@
 # One entry point for a fresh checkout:
 #   scripts/dev.sh demo   build virtual references from the bundled samples and verify them
 #   scripts/dev.sh test   run the test suite
+#   scripts/dev.sh test-oldest
+#                         run it with the oldest supported zarr, VirtualiZarr, xarray and
+#                         Icechunk (.ci/oldest-constraints.txt), in .venv-oldest
 #   scripts/dev.sh lint   ruff + mypy
-#   scripts/dev.sh ci     lint + test (what CI runs)
+#   scripts/dev.sh docs   build the documentation site (mkdocs build --strict, into site/);
+#                         any warning (a broken link, an undocumented public name) fails
+#   scripts/dev.sh ci     lint + docs + test + test-oldest (what CI runs)
 # Each finds a Python >= 3.12, creates .venv and installs the project into it when
-# needed (again whenever pyproject.toml changes).
+# needed (again whenever pyproject.toml or the constraints change).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VIRTUALIZARR_FILL_VENV:-$ROOT/.venv}"
-STAMP="$VENV/.installed-pyproject"
+CONSTRAINTS="${VIRTUALIZARR_FILL_CONSTRAINTS:-}"
 
 python_ok() {
     "$1" -c 'import sys, venv; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1
@@ -40,9 +45,11 @@ find_python() {
 }
 
 ensure_venv() {
-    local digest
-    digest="$(cat "$ROOT/pyproject.toml" | cksum)"
-    if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$digest" ]; then
+    local digest stamp="$VENV/.installed-pyproject"
+    local constrain=()
+    if [ -n "$CONSTRAINTS" ]; then constrain=(-c "$CONSTRAINTS"); fi
+    digest="$(cat "$ROOT/pyproject.toml" ${CONSTRAINTS:+"$CONSTRAINTS"} | cksum)"
+    if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
         return 0
     fi
     if [ ! -x "$VENV/bin/python" ] || ! python_ok "$VENV/bin/python"; then
@@ -54,8 +61,8 @@ ensure_venv() {
     fi
     "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
     echo "Installing virtualizarr-fill and its test dependencies into $VENV" >&2
-    "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]" >&2
-    echo "$digest" >"$STAMP"
+    "$VENV/bin/python" -m pip install --quiet "${constrain[@]}" -e "$ROOT[dev]" >&2
+    echo "$digest" >"$stamp"
 }
 
 run_tests() {
@@ -70,11 +77,16 @@ run_tests() {
 run_lint() {
     cd "$ROOT"
     local paths=() path
-    for path in virtualizarr_fill tests examples fixtures benchmarks; do
+    for path in virtualizarr_fill tests examples fixtures benchmarks scripts; do
         [ -e "$path" ] && paths+=("$path")
     done
     "$VENV/bin/ruff" check "${paths[@]}"
     "$VENV/bin/mypy"
+}
+
+run_docs() {
+    cd "$ROOT"
+    NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --site-dir "$ROOT/site" "$@"
 }
 
 command="${1:-}"
@@ -82,8 +94,15 @@ shift || true
 case "$command" in
     demo) ensure_venv; cd "$ROOT"; exec "$VENV/bin/python" examples/demo.py "$@" ;;
     test) ensure_venv; run_tests "$@" ;;
+    test-oldest)
+        VENV="${VIRTUALIZARR_FILL_OLDEST_VENV:-$ROOT/.venv-oldest}"
+        CONSTRAINTS="$ROOT/.ci/oldest-constraints.txt"
+        ensure_venv; "$VENV/bin/python" -m pip list 2>/dev/null \
+            | grep -iE '^(zarr|virtualizarr|xarray|icechunk) ' >&2 || true
+        run_tests "$@" ;;
     lint) ensure_venv; run_lint ;;
-    ci) ensure_venv; run_lint; run_tests "$@" ;;
+    docs) ensure_venv; run_docs "$@" ;;
+    ci) ensure_venv; run_lint; run_docs; run_tests "$@"; "$0" test-oldest "$@" ;;
     venv) ensure_venv; echo "$VENV" ;;
-    *) echo "usage: scripts/dev.sh {demo|test|lint|ci} [args...]" >&2; exit 2 ;;
+    *) echo "usage: scripts/dev.sh {demo|test|test-oldest|lint|docs|ci} [args...]" >&2; exit 2 ;;
 esac

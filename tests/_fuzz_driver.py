@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from tests._fuzz_mutations import Mutation
-from tests._fuzz_worker import FuzzWorker, acceptable
+from tests._fuzz_worker import FuzzWorker, acceptable, reclassify_corrupt_data
 from tests.test_fuzz_known_bugs import known_bug
 
 #: Per-case bound in the worker process; a case past it is a hang.
@@ -70,7 +70,8 @@ def judge(
     test unless it is acceptable or a known bug."""
     path = scratch / f"case{Path(mutation.file).suffix}"
     path.write_bytes(mutation.apply((corpus / mutation.file).read_bytes()))
-    result = worker.check(str(path), kind, timeout=CASE_TIMEOUT)
+    result = worker.check(str(path), kind, options=mutation.options, timeout=CASE_TIMEOUT)
+    result = reclassify_corrupt_data(result, str(corpus / mutation.file), mutation.ops, kind)
     outcome = str(result["outcome"])
     if "error_class" in result:
         outcome += f" ({result['error_class']})"

@@ -67,22 +67,27 @@ def apply_ops(data: bytes, ops: Sequence[dict[str, Any]]) -> bytes:
 
 @dataclass
 class Mutation:
-    """One mutation of one corpus file: ``ops`` to replay, ``label`` to explain."""
+    """One mutation of one corpus file: ``ops`` to replay, ``label`` to explain, and the
+    parser ``options`` to judge it with (e.g. ``{"tree": True}``; none by default)."""
 
     file: str
     label: str
     ops: list[dict[str, Any]] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
 
     def apply(self, data: bytes) -> bytes:
         return apply_ops(data, self.ops)
 
     def to_json(self) -> str:
-        return json.dumps({"file": self.file, "label": self.label, "ops": self.ops})
+        raw: dict[str, Any] = {"file": self.file, "label": self.label, "ops": self.ops}
+        if self.options:
+            raw["options"] = self.options
+        return json.dumps(raw)
 
     @classmethod
     def from_json(cls, text: str) -> Mutation:
         raw = json.loads(text)
-        return cls(raw["file"], raw["label"], list(raw["ops"]))
+        return cls(raw["file"], raw["label"], list(raw["ops"]), dict(raw.get("options", {})))
 
 
 def _put(pos: int, value: int, width: int, order: str) -> dict[str, Any]:
@@ -240,6 +245,8 @@ class TiffStructure:
     entries: list[TiffEntry]
     segments: list[tuple[int, int]]  # (offset, byte count) of the first IFD's segments
     data: bytes = b""
+    #: Indices into ``ifds`` of the main chain's IFDs (the others are SubIFDs).
+    main_ifds: tuple[int, ...] = ()
 
     @property
     def offset_size(self) -> int:
@@ -296,7 +303,9 @@ def tiff_structure(path: str) -> TiffStructure:
         ifds: list[tuple[int, int, int]] = []
         entries: list[TiffEntry] = []
         pages = []
+        main_ifds = []
         for page in tif.pages:
+            main_ifds.append(len(pages))
             pages.append(page)
             pages.extend(getattr(page, "pages", None) or ())
         for number, page in enumerate(pages):
@@ -332,7 +341,7 @@ def tiff_structure(path: str) -> TiffStructure:
         )
         size = tif.filehandle.size
     data = Path(path).read_bytes()
-    return TiffStructure(byteorder, bigtiff, size, ifds, entries, segments, data)
+    return TiffStructure(byteorder, bigtiff, size, ifds, entries, segments, data, tuple(main_ifds))
 
 
 def _tiff_entry_field(s: TiffStructure, entry: TiffEntry, part: str) -> tuple[int, int]:
@@ -372,7 +381,8 @@ def tiff_mutation(path: str, name: str, chooser: Chooser) -> Mutation:
     s = tiff_structure(path)
     kind = chooser.choice(TIFF_KINDS)
     ops, label = TIFF_GENERATORS[kind](s, chooser)
-    return Mutation(name, f"{kind}: {label}", ops)
+    options = chooser.choice(TIFF_KIND_OPTIONS[kind]) if kind in TIFF_KIND_OPTIONS else {}
+    return Mutation(name, f"{kind}: {label}", ops, dict(options))
 
 
 def _tiff_flip_metadata(s: TiffStructure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
@@ -483,6 +493,58 @@ def _tiff_ifd_count(s: TiffStructure, c: Chooser) -> tuple[list[dict[str, Any]],
     )
 
 
+def _tiff_ifd_cycle(s: TiffStructure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
+    """A main IFD's next pointer back to itself or to an earlier main IFD (judged with
+    ``tree=True`` or ``stack_pages=True``, which walk the whole chain)."""
+    main = list(s.main_ifds) or [0]
+    number = c.integer(0, len(main) - 1)
+    target = c.choice(sorted({number, 0, c.integer(0, number)}))
+    _, _, next_pos = s.ifds[main[number]]
+    offset = s.ifds[main[target]][0]
+    return [_put(next_pos, offset, s.offset_size, s.byteorder)], (
+        f"IFD {number} next-IFD pointer -> IFD {target} (offset {offset})"
+    )
+
+
+def _tiff_scalar(s: TiffStructure, entry: TiffEntry) -> int:
+    width = TIFF_TYPE_SIZES.get(entry.dtype, 4)
+    return int.from_bytes(s.data[entry.value_pos : entry.value_pos + width], s.byteorder)  # type: ignore[arg-type]
+
+
+def _tiff_one_padded_strip(s: TiffStructure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
+    """The first IFD as one strip whose RowsPerStrip exceeds ImageLength: a smaller
+    ImageLength (the strip then holds padding rows), a larger RowsPerStrip (the strip
+    holds exactly the image's rows), or, for pixel-interleaved strips, the first strip
+    alone under an ImageLength of fewer rows than it holds."""
+    tags = {e.code: e for e in s.entries if e.ifd == 0}
+    needed = (257, 273, 279)
+    if 322 in tags or any(code not in tags for code in needed):  # tiled, or odd
+        return _tiff_dimension(s, c)
+    height = _tiff_scalar(s, tags[257])
+    rows = min(_tiff_scalar(s, tags[278]), height) if 278 in tags else height
+    separate = 284 in tags and _tiff_scalar(s, tags[284]) == 2
+    planes = _tiff_scalar(s, tags[277]) if separate and 277 in tags else 1
+    strips = tags[273].count
+    if strips == planes:  # one strip per plane already
+        if 278 in tags and (height < 2 or c.choice((True, False))):
+            stated = rows + c.choice((1, 3, rows, 1000))
+            return _tiff_set_scalar(s, tags[278], stated), (
+                f"RowsPerStrip {rows} -> {stated} over {height} rows"
+            )
+        if height < 2:
+            return _tiff_dimension(s, c)
+        new = c.integer(1, height - 1)
+        return _tiff_set_scalar(s, tags[257], new), f"ImageLength {height} -> {new}, one strip"
+    if separate or rows < 2:
+        return _tiff_dimension(s, c)
+    new = c.integer(1, rows - 1)
+    first_offset, first_count = _tiff_scalar(s, tags[273]), _tiff_scalar(s, tags[279])
+    ops = _tiff_set_scalar(s, tags[257], new)
+    ops += _tiff_set_scalar(s, tags[273], first_offset)
+    ops += _tiff_set_scalar(s, tags[279], first_count)
+    return ops, f"ImageLength {height} -> {new}, the first of {strips} strips of {rows} rows alone"
+
+
 def _tiff_several(s: TiffStructure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
     ops: list[dict[str, Any]] = []
     labels = []
@@ -509,9 +571,17 @@ TIFF_GENERATORS = {
     "dimension": _tiff_dimension,
     "next-ifd": _tiff_next_ifd,
     "ifd-count": _tiff_ifd_count,
+    "ifd-cycle": _tiff_ifd_cycle,
+    "one-padded-strip": _tiff_one_padded_strip,
     "several": _tiff_several,
 }
 TIFF_KINDS = tuple(TIFF_GENERATORS)
+#: Parser options a kind is judged with, one chosen per mutation: chains are walked past
+#: the first image only for a tree or a stack of pages.
+TIFF_KIND_OPTIONS: dict[str, tuple[dict[str, Any], ...]] = {
+    "ifd-cycle": ({"tree": True}, {"stack_pages": True}),
+    "one-padded-strip": ({}, {"probe_last_strip": True}),
+}
 
 
 # -- HDF5 structure -----------------------------------------------------------------------

@@ -54,6 +54,11 @@ TOO_LARGE = "too-large-to-compare"
 #: parser treats it as sparse (fill value), as GDAL does and the TIFF parser documents, while
 #: tifffile reads bytes there.
 SPARSE_CONVENTION = "sparse-convention"
+#: Our read fails, naming the size mismatch, where the mutation changed only compressed
+#: segment bytes: the data no longer decodes to its rows. No parse can see that without
+#: decoding every segment; tifffile cuts or pads the output and returns values that are
+#: no longer the file's. A failing read is the right answer there, not a silent value.
+CORRUPT_DATA = "corrupt-data"
 BUG_WRONG = "BUG: wrong values"
 BUG_READ = "BUG: read-time error"
 BUG_EXCEPTION = "BUG: non-project exception"
@@ -67,6 +72,7 @@ OUTCOMES = (
     NATIVE_FAILS,
     TOO_LARGE,
     SPARSE_CONVENTION,
+    CORRUPT_DATA,
     BUG_WRONG,
     BUG_READ,
     BUG_EXCEPTION,
@@ -150,18 +156,24 @@ def _guess_kind(path: str) -> str:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence library warnings and tifffile's logging (verdicts are the output)."""
+def _quiet() -> Iterator[list[warnings.WarningMessage]]:
+    """Silence library warnings and tifffile's logging (verdicts are the output); the
+    warnings raised inside are recorded in the list yielded."""
     logger = logging.getLogger("tifffile")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            yield
-            del caught
+            yield caught
     finally:
         logger.setLevel(level)
+
+
+def _warning_texts(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The distinct warnings of a parse, as ``Category: message`` (at most 20)."""
+    texts = [f"{item.category.__name__}: {item.message}" for item in caught]
+    return list(dict.fromkeys(texts))[:20]
 
 
 def verdict(
@@ -183,8 +195,9 @@ def verdict(
         _emit(progress, {"stage": "parse"})
     url = "file://" + str(Path(path).resolve())
     registry = ObjectStoreRegistry({"file://": LocalStore()})
+    caught: list[warnings.WarningMessage] = []
     try:
-        with _quiet():
+        with _quiet() as caught:
             store = _parser(kind, dict(options or {}))(url, registry)
         result["rss_parse_mb"] = round(_rss_mb(), 1)
     except VirtualizarrFillError as error:
@@ -226,6 +239,7 @@ def verdict(
         worst = [a for a in arrays if a["outcome"] == result["outcome"]]
         if worst and result["outcome"] != OK:
             result["detail"] = f"{worst[0]['name']}: {worst[0].get('detail', '')}"
+    result["warnings"] = _warning_texts(caught)
     result["seconds"] = round(time.perf_counter() - started, 4)
     result["rss_mb"] = round(_rss_mb(), 1)
     return result
@@ -304,6 +318,23 @@ def tifffile_image(path: str, ifd: int | list[int]) -> np.ndarray:
         return data[:, 0, :, :, 0] if separate > 1 else np.moveaxis(data[0, 0], -1, 0)
 
 
+def tifffile_stack(path: str, count: int) -> np.ndarray:
+    """tifffile's decode of the first ``count`` full-resolution pages (neither overviews
+    nor masks), stacked as (page, band, y, x): what ``stack_pages=True`` stacks. Pages
+    are taken by index, never by iterating the chain, which may loop."""
+    import tifffile
+
+    stacked = []
+    with tifffile.TiffFile(path) as tif:
+        index = 0
+        while len(stacked) < count:
+            page = tif.pages[index]
+            if not (page.is_reduced or page.is_mask):
+                stacked.append(tifffile_image(path, index))
+            index += 1
+    return np.stack(stacked)
+
+
 def _groups(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     yield prefix, group
     for name, child in sorted(group.groups(), key=lambda item: item[0]):
@@ -321,10 +352,15 @@ def _compare_tiff(path: str, store: Any) -> list[dict[str, Any]]:
             continue
         array = arrays["band_data"]
         ifd = group.attrs["tiff_ifd"]
+        read_native = (
+            (lambda count=array.shape[0]: tifffile_stack(path, count))
+            if array.ndim == 4  # stack_pages=True
+            else (lambda ifd=ifd: tifffile_image(path, ifd))
+        )
         entry = _array_entry(
             f"{prefix}band_data",
             array,
-            lambda ifd=ifd: tifffile_image(path, ifd),
+            read_native,
             tuple(array.shape),
             array.dtype.itemsize,
             _chunk_count(array),
@@ -500,7 +536,40 @@ def acceptable(result: dict[str, Any]) -> bool:
     outcome = result.get("outcome")
     if outcome == REFUSED:
         return bool(result.get("names_file"))
-    return outcome in (OK, TOO_LARGE, NATIVE_FAILS, SPARSE_CONVENTION)
+    return outcome in (OK, TOO_LARGE, NATIVE_FAILS, SPARSE_CONVENTION, CORRUPT_DATA)
+
+
+#: How a chunk's decoded size mismatch reads in zarr's and this package's errors.
+_SIZE_MISMATCH = ("cannot reshape array of size", "decodes to", "ChunkSizeMismatchError")
+
+
+def reclassify_corrupt_data(
+    result: dict[str, Any], original: str, ops: list[dict[str, Any]], kind: str
+) -> dict[str, Any]:
+    """``result`` as :data:`CORRUPT_DATA` when it is a read-time size mismatch and every
+    byte the mutation changed lies in a compressed segment of the first TIFF image of
+    ``original`` (the unmutated file); unchanged otherwise."""
+    if kind != "tiff" or result.get("outcome") != BUG_READ or not ops:
+        return result
+    arrays = result.get("arrays") or []
+    failing = [a for a in arrays if a.get("outcome") == BUG_READ]
+    if not failing or not all(
+        any(text in str(a.get("detail", "")) for text in _SIZE_MISMATCH) for a in failing
+    ):
+        return result
+    from tests._fuzz_mutations import tiff_structure
+
+    try:
+        segments = tiff_structure(original).segments
+    except Exception:
+        return result
+    for op in ops:
+        if op.get("op") != "flip":
+            return result
+        position = int(op["pos"])
+        if not any(start <= position < start + length for start, length in segments):
+            return result
+    return {**result, "outcome": CORRUPT_DATA, "was": BUG_READ}
 
 
 # -- the worker process -------------------------------------------------------------------

@@ -38,13 +38,10 @@ from zarr.core.chunk_grids import FixedDimension, VaryingDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.dtype import parse_data_type
 
-from virtualizarr_fill import _vz_adapter
+import virtualizarr_fill
 from virtualizarr_fill.concat import grid_metadata
 from virtualizarr_fill.grid import EdgeHandling, insert_edge_codec
-
-# The package import line that installs the adapter lives in virtualizarr_fill/__init__.py;
-# installing here too keeps the tests independent of import order (install is idempotent).
-_vz_adapter.install()
+from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
 
 ZLIB_LEVEL = 6
 STRING = np.dtypes.StringDType()
@@ -60,12 +57,12 @@ def file_url(path: Path) -> str:
 
 
 def concatenate(arrays: Sequence[ManifestArray], axis: int = 0) -> ManifestArray:
-    """``np.concatenate`` of ManifestArrays (VirtualiZarr's array-function dispatch)."""
+    """``np.concatenate`` of ManifestArrays (FillManifestArray's array-function dispatch)."""
     return cast(ManifestArray, np.concatenate(arrays, axis=axis))  # type: ignore[arg-type]
 
 
 def stack(arrays: Sequence[ManifestArray], axis: int = 0) -> ManifestArray:
-    """``np.stack`` of ManifestArrays (VirtualiZarr's array-function dispatch)."""
+    """``np.stack`` of ManifestArrays (FillManifestArray's array-function dispatch)."""
     return cast(ManifestArray, np.stack(arrays, axis=axis))  # type: ignore[arg-type]
 
 
@@ -154,7 +151,7 @@ def tiff_manifest_array(
         validate_paths=False,
     )
     metadata = _metadata((height, width), dtype, dims, codecs, dimension_names)
-    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+    return FillManifestArray(metadata=metadata, chunkmanifest=manifest)
 
 
 def native_tiff(path: Path) -> np.ndarray:
@@ -210,7 +207,7 @@ def hdf5_manifest_array(
     )
     dims = [FixedDimension(size=c, extent=s) for s, c in zip(shape, chunks, strict=True)]
     metadata = _metadata(shape, dtype, dims, codecs, dimension_names, fill_value=fill)
-    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+    return FillManifestArray(metadata=metadata, chunkmanifest=manifest)
 
 
 def native_hdf5(path: Path, name: str = "data") -> np.ndarray:
@@ -231,13 +228,13 @@ class StripTiffParser:
         path = Path(url.removeprefix("file://"))
         marr = tiff_manifest_array(path)
         group = ManifestGroup(arrays={self.variable: marr}, attributes={})
-        return ManifestStore(group, registry=registry)
+        return FileManifestStore(group, registry=registry, url=url)
 
 
 def with_codecs(marr: ManifestArray, codecs: Sequence[Any]) -> ManifestArray:
     """The same references decoded with another codec chain."""
     metadata = dataclasses.replace(marr.metadata, codecs=tuple(codecs))
-    return ManifestArray(metadata=metadata, chunkmanifest=marr.manifest)
+    return FillManifestArray(metadata=metadata, chunkmanifest=marr.manifest)
 
 
 def with_edge_codec(marr: ManifestArray, handling: EdgeHandling) -> ManifestArray:
@@ -249,11 +246,14 @@ def with_attributes(marr: ManifestArray, **attributes: Any) -> ManifestArray:
     """The same array with extra metadata attributes (e.g. ``_FillValue``)."""
     merged = {**marr.metadata.attributes, **attributes}
     metadata = dataclasses.replace(marr.metadata, attributes=merged)
-    return ManifestArray(metadata=metadata, chunkmanifest=marr.manifest)
+    return FillManifestArray(metadata=metadata, chunkmanifest=marr.manifest)
 
 
 def manifest_store(arrays: dict[str, ManifestArray]) -> ManifestStore:
-    return ManifestStore(ManifestGroup(arrays=arrays, attributes={}), registry=local_registry())
+    """The store a parser would return for a file holding these arrays."""
+    return FileManifestStore(
+        ManifestGroup(arrays=arrays, attributes={}), registry=local_registry(), url="file:///test"
+    )
 
 
 def virtual_dataset(arrays: dict[str, ManifestArray]) -> xr.Dataset:
@@ -288,7 +288,8 @@ def icechunk_repo(repo_dir: Path, data_dir: Path) -> Any:
 
 def icechunk_write(repo: Any, vds: xr.Dataset, **kwargs: Any) -> None:
     session = repo.writable_session("main")
-    vds.vz.to_icechunk(
+    virtualizarr_fill.to_icechunk(
+        vds,
         session.store,
         last_updated_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5),
         **kwargs,
@@ -330,7 +331,7 @@ def worker_state(ds: xr.Dataset) -> xr.Dataset:
     return ds.assign_attrs(
         opened_in_pid=os.getpid(),
         rectilinear_flag=bool(zarr.config.get("array.rectilinear_chunks", False)),
-        adapter_installed=_vz_adapter.installed(),
+        array_type=type(ds[next(iter(ds.data_vars))].data).__name__,
     )
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import random
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import hdf5plugin
+import numpy as np
 import pytest
 
 from tests.servers import S3Server, running_s3
@@ -46,3 +49,67 @@ def s3_server() -> Iterator[S3Server]:
     """A real S3-compatible server (moto) on loopback for the whole session."""
     with running_s3() as server:
         yield server
+
+
+# --------------------------------------------------------------------------- GeoTIFF tiles
+
+#: The tile set :func:`write_tiles` writes: 2 rows x 3 columns cut from one image, the
+#: last column narrower and the last row shorter; 10 m pixels, north up.
+TILE_WIDTHS, TILE_HEIGHTS = [64, 64, 40], [48, 30]
+TILE_ORIGIN, TILE_RES = (500000.0, 4000000.0), 10.0
+
+
+def _write_tiles(
+    directory: Path,
+    *,
+    crs: list[str] | None = None,
+    shift: dict[tuple[int, int], tuple[float, float]] | None = None,
+    bands: dict[tuple[int, int], int] | None = None,
+    tiled: bool = False,
+    dtype: str = "uint8",
+) -> list[Path]:
+    """Write the tile set with rasterio (deflate, nodata 0) as ``tile_{row}_{col}.tif``,
+    returned in shuffled order. ``shift`` moves a tile by (dx, dy) metres, ``bands``
+    gives a tile another band count, ``crs`` one CRS per tile (row-major)."""
+    import rasterio
+    from rasterio.transform import from_origin
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(9)
+    full = rng.integers(1, 250, (3, sum(TILE_HEIGHTS), sum(TILE_WIDTHS))).astype(dtype)
+    paths = []
+    top = 0
+    for r, height in enumerate(TILE_HEIGHTS):
+        left = 0
+        for c, width in enumerate(TILE_WIDTHS):
+            dx, dy = (shift or {}).get((r, c), (0.0, 0.0))
+            count = (bands or {}).get((r, c), 3)
+            path = directory / f"tile_{r}_{c}.tif"
+            # one strip height for every width (GDAL would pick one per width, and tiles
+            # whose strips differ along y cannot share one array's chunks)
+            options: dict[str, Any] = (
+                {"blockxsize": 16, "blockysize": 16} if tiled else {"blockysize": 16}
+            )
+            with rasterio.open(
+                path, "w", driver="GTiff", width=width, height=height, count=count,
+                dtype=dtype, crs=(crs or ["EPSG:32633"] * 6)[r * 3 + c],
+                transform=from_origin(
+                    TILE_ORIGIN[0] + left * TILE_RES + dx,
+                    TILE_ORIGIN[1] - top * TILE_RES + dy,
+                    TILE_RES,
+                    TILE_RES,
+                ),
+                nodata=0, compress="deflate", tiled=tiled, **options,
+            ) as dst:  # fmt: skip
+                dst.write(full[:count, top : top + height, left : left + width])
+            paths.append(path)
+            left += width
+        top += height
+    random.Random(4).shuffle(paths)
+    return paths
+
+
+@pytest.fixture
+def write_tiles() -> Callable[..., list[Path]]:
+    """The function writing a GeoTIFF tile set (see :func:`_write_tiles`)."""
+    return _write_tiles

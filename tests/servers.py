@@ -99,6 +99,8 @@ class FaultyProxy:
         self._stalled = threading.Event()
         self._released = threading.Event()
         self.requests = 0
+        #: The HTTP method of every request received, in order.
+        self.methods: list[str] = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -110,6 +112,7 @@ class FaultyProxy:
             def _handle(self) -> None:
                 with proxy._lock:
                     proxy.requests += 1
+                    proxy.methods.append(self.command)
                     failing = proxy._failures_left > 0
                     if failing:
                         proxy._failures_left -= 1

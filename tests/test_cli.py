@@ -138,10 +138,11 @@ def test_inspect_table(
     assert f"1 short chunk(s) of {s['last']} (full {s['rows']}) -> stored short" in blocks[0]
     assert f"strips of {s['rows']} rows over {s['height']} rows, the last holding" in blocks[0]
 
+    # Deflate strips: the last strip is decompressed, found padded -> a regular grid
     p = _tiff_layout(padded)
-    assert f"rectilinear 1 | [{p['rows']}]*{p['strips'] - 1}+[{p['last']}]" in blocks[1]
-    assert "bytes > virtualizarr_fill.truncate > numcodecs.zlib" in blocks[1]
-    assert "-> truncate codec" in blocks[1]
+    assert f"regular 1x{p['rows']}x{p['width']}" in blocks[1]
+    assert "bytes > numcodecs.zlib" in blocks[1]
+    assert "last strip padded (decoded)" in blocks[1]
 
 
 def test_inspect_json_tiff(
@@ -259,7 +260,7 @@ def test_build_icechunk_and_verify(
     stored = _open_icechunk(repo, concat_fixtures["strip_short_0"].parent)
     np.testing.assert_array_equal(stored["band_data"].values, _native_tiffs(list(map(Path, files))))
 
-    code, out, _ = _run(capsys, "verify", str(repo), "--against", *files, "--concat-dim", "y")
+    code, out, _ = _run(capsys, "verify", str(repo), "--against", *files)
     assert code == EXIT_OK
     assert "3 matched, 0 did not" in out and "MISMATCH" not in out
 
@@ -272,7 +273,7 @@ def test_verify_detects_a_store_of_other_files(
     assert main(["build", *built, "--concat-dim", "y", "--out", str(repo)]) == EXIT_OK
     others = _files(concat_fixtures, ["strip_short_0", "strip_short_zlib_1", "strip_short_2"])
     capsys.readouterr()
-    code, out, _ = _run(capsys, "verify", str(repo), "--against", *others, "--concat-dim", "y")
+    code, out, _ = _run(capsys, "verify", str(repo), "--against", *others)
     assert code == EXIT_MISMATCH
     mismatches = [line for line in out.splitlines() if line.startswith("MISMATCH")]
     assert len(mismatches) == 1
@@ -335,7 +336,7 @@ def test_build_new_dimension(
     assert stored["band_data"].dims == ("file", "band", "y", "x")
     np.testing.assert_array_equal(stored["band_data"].values, expected)
     code, out, _ = _run(
-        capsys, "verify", str(repo), "--against", *files, "--concat-dim", "file", "--new-dim"
+        capsys, "verify", str(repo), "--against", *files
     )
     assert code == EXIT_OK, out
 
@@ -353,7 +354,7 @@ def test_build_hdf5_along_first_axis(
     assert code == EXIT_OK, err
     np.testing.assert_array_equal(_open_icechunk(repo, paths[0].parent)["data"].values, expected)
     code, out, _ = _run(
-        capsys, "verify", str(repo), "--against", *map(str, paths), "--concat-dim", dim
+        capsys, "verify", str(repo), "--against", *map(str, paths)
     )
     assert code == EXIT_OK, out
 
@@ -472,7 +473,9 @@ def test_usage_and_io_errors(
 ) -> None:
     one = str(concat_fixtures["strip_short_0"])
     out = str(tmp_path / "r")
-    assert _run(capsys, "build", one, "--out", out)[0] == EXIT_USAGE  # no --concat-dim
+    two = str(concat_fixtures["strip_short_1"])
+    code, _, err = _run(capsys, "build", one, two, "--out", out)  # not georeferenced
+    assert code == EXIT_USAGE and "--concat-dim" in err and "mosaic" in err
     code, _, err = _run(
         capsys, "build", str(tmp_path / "none*.tif"), "--concat-dim", "y", "--out", out
     )
@@ -540,7 +543,7 @@ def test_build_from_s3(
     code, out, err = _run(capsys, "build", pattern, "--concat-dim", "y", "--out", str(repo))
     assert code == EXIT_OK, err
     assert "files:     3 virtualized" in out
-    code, out, err = _run(capsys, "verify", str(repo), "--against", pattern, "--concat-dim", "y")
+    code, out, err = _run(capsys, "verify", str(repo), "--against", pattern)
     assert code == EXIT_OK, out + err
     assert "3 matched, 0 did not" in out
 
@@ -551,7 +554,7 @@ def test_build_from_s3(
     code, out, err = _run(capsys, "build", *local, "--concat-dim", "y", "--out", destination)
     assert code == EXIT_OK, err
     assert f"wrote Icechunk repository {destination}" in out
-    code, out, err = _run(capsys, "verify", destination, "--against", *local, "--concat-dim", "y")
+    code, out, err = _run(capsys, "verify", destination, "--against", *local)
     assert code == EXIT_OK, out + err
     code, _, err = _run(capsys, "build", *local, "--concat-dim", "y", "--out", destination)
     assert code == EXIT_USAGE and "already exists" in err

@@ -486,10 +486,27 @@ def test_fresh_interpreter_resolves_codecs_by_entry_point(
     assert f"virtualizarr_fill.{edge_codec}" in result.stdout
 
 
-def test_importing_package_enables_rectilinear_flag() -> None:
-    code = "import zarr, virtualizarr_fill; print(zarr.config.get('array.rectilinear_chunks'))"
+def test_importing_package_leaves_the_rectilinear_flag_alone() -> None:
+    """Importing the package (or its codecs) changes no zarr setting; building an array on
+    a rectilinear grid turns the flag on, since the process will read it."""
+    code = (
+        "import zarr, virtualizarr_fill, virtualizarr_fill.codecs.truncate\n"
+        "print(zarr.config.get('array.rectilinear_chunks'))\n"
+        "from virtualizarr_fill import FillManifestArray\n"
+        "print(zarr.config.get('array.rectilinear_chunks'))\n"
+        "from virtualizarr.manifests import ChunkManifest\n"
+        "from zarr.core.metadata.v3 import ArrayV3Metadata, RectilinearChunkGridMetadata\n"
+        "from zarr.codecs import BytesCodec\n"
+        "from zarr.dtype import UInt8\n"
+        "metadata = ArrayV3Metadata(shape=(3,), data_type=UInt8(),\n"
+        "    chunk_grid=RectilinearChunkGridMetadata(chunk_shapes=((1, 2),)),\n"
+        "    chunk_key_encoding={'name': 'default'}, fill_value=0, codecs=(BytesCodec(),),\n"
+        "    attributes={}, dimension_names=None)\n"
+        "FillManifestArray(metadata, ChunkManifest(entries={}, shape=(2,)))\n"
+        "print(zarr.config.get('array.rectilinear_chunks'))\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZARR_")}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
-    assert out.stdout.strip() == "True", out.stderr
+    assert out.stdout.split() == ["False", "False", "True"], out.stderr

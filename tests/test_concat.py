@@ -1,4 +1,4 @@
-"""np.concatenate / np.stack of ManifestArrays for real files (VirtualiZarr's dispatch).
+"""np.concatenate / np.stack of FillManifestArrays for real files.
 
 Every result is read back through ManifestStore and compared value for value with
 numpy's concatenation of the native reads (tifffile / GDAL for TIFF, h5py for HDF5).
@@ -35,7 +35,6 @@ from tests._manifest_builders import (
     with_codecs,
     with_edge_codec,
 )
-from virtualizarr_fill._vz_adapter import _originals
 from virtualizarr_fill.codecs import CropCodec, TruncateCodec
 from virtualizarr_fill.concat import (
     chunk_grid,
@@ -47,6 +46,7 @@ from virtualizarr_fill.concat import (
 from virtualizarr_fill.errors import ChunkSizeMismatchError, IncompatibleArraysError
 from virtualizarr_fill.fill import FillValueWarning
 from virtualizarr_fill.grid import EdgeHandling, edge_handling_of
+from virtualizarr_fill.manifests import FillManifestArray
 
 __all__ = ["concat_fixtures"]
 
@@ -128,7 +128,10 @@ def test_regular_concatenation_matches_virtualizarr(concat_fixtures: dict[str, P
     arrays, _ = _tiffs(concat_fixtures, ["strip_padded_0", "strip_padded_1"])
     pieces = [arrays[0][:144, :], arrays[1]]
     ours = concatenate(pieces, axis=0)
-    upstream = _originals["concatenate"](pieces, axis=0)
+    # VirtualiZarr's own concatenation, of its own arrays
+    plain = [ManifestArray(metadata=p.metadata, chunkmanifest=p.manifest) for p in pieces]
+    upstream = np.concatenate(plain, axis=0)  # type: ignore[call-overload]
+    assert type(upstream) is ManifestArray
     assert ours.metadata == upstream.metadata
     assert ours.manifest == upstream.manifest
 
@@ -338,7 +341,7 @@ def _as_float32(marr: ManifestArray) -> ManifestArray:
     metadata = dataclasses.replace(
         marr.metadata, data_type=parse_data_type(np.dtype("f4"), zarr_format=3), fill_value=0.0
     )
-    return ManifestArray(metadata=metadata, chunkmanifest=marr.manifest)
+    return FillManifestArray(metadata=metadata, chunkmanifest=marr.manifest)
 
 
 def _md(
@@ -404,7 +407,7 @@ def test_crop_codecs_with_different_stored_shapes(concat_fixtures: dict[str, Pat
             for c in cropped.metadata.codecs
         ),
     )
-    other = ManifestArray(metadata=shifted, chunkmanifest=cropped.manifest)
+    other = FillManifestArray(metadata=shifted, chunkmanifest=cropped.manifest)
     with pytest.raises(IncompatibleArraysError, match=r"\(10, 4, 4\).*\(10, 5, 4\)"):
         concatenate([cropped, other], axis=0)
 
@@ -424,7 +427,7 @@ def test_unpadded_chunk_under_crop_fails_loudly_when_read(concat_fixtures: dict[
         validate_paths=False,
     )
     with pytest.raises(ChunkSizeMismatchError):
-        read_manifest_array(ManifestArray(metadata=cropped.metadata, chunkmanifest=manifest))
+        read_manifest_array(FillManifestArray(metadata=cropped.metadata, chunkmanifest=manifest))
 
 
 def test_truncate_codec_position(concat_fixtures: dict[str, Path]) -> None:

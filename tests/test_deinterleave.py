@@ -7,7 +7,7 @@ import cv2  # the test extra installs OpenCV: its absence is a failure, not a sk
 import numpy as np
 import pytest
 
-from virtualizarr_fill import deinterleave
+from virtualizarr_fill.reads import deinterleave
 
 
 def _interleaved(rows: int, cols: int, bands: int, dtype: str, seed: int) -> np.ndarray:

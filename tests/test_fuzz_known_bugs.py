@@ -13,7 +13,7 @@ malformed files live in ``test_validation.py``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,8 @@ class KnownBug:
     places: tuple[tuple[str, str], ...] = ()
     details: tuple[str, ...] = ()  # substrings of the verdict's error or detail (any)
     labels: tuple[str, ...] = ()  # substrings of the mutation's label (any)
+    #: Parser options the repro is judged with (e.g. ``{"tree": True}``).
+    options: dict[str, Any] = field(default_factory=dict)
 
     def matches(self, result: dict[str, Any], label: str = "") -> bool:
         outcomes = (self.outcome,) if isinstance(self.outcome, str) else self.outcome
@@ -205,6 +207,55 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         ops=(_put(412, "0400"), _put(414, "01000000"), _put(418, "02000000")),
         outcome=READ_ERROR,
         details=("cannot reshape", "When changing to a larger dtype"),
+    ),
+    KnownBug(
+        id="tiff-ifd-chain-loop-hangs",
+        summary="a next-IFD pointer back into the chain: tree=True and stack_pages=True "
+        "step through tifffile's pages, whose loop check never runs then, without end and "
+        "with growing memory",
+        file="cogeotiff+rio-tiler-pds/AOT.tif",
+        kind="tiff",
+        ops=(_put(238, "08000000"),),  # IFD 0's next pointer -> IFD 0
+        outcome="BUG: timeout",
+        options={"tree": True},
+    ),
+    KnownBug(
+        id="tiff-one-padded-strip-read-error",
+        summary="one strip whose RowsPerStrip exceeds ImageLength, stored padded: the grid "
+        "took the image's rows for the stored size, and reading failed to reshape",
+        file="corteva+rioxarray/test_rpcs.tif",
+        kind="tiff",
+        # ImageLength 274 -> 14, StripOffsets and StripByteCounts -> the first strip alone
+        # (17 rows of LZW data).
+        ops=(
+            *(_put(24, "0400"), _put(26, "01000000"), _put(30, "0e000000")),
+            *(_put(72, "0400"), _put(74, "01000000"), _put(78, "78050000")),
+            *(_put(108, "0400"), _put(110, "01000000"), _put(114, "f0050000")),
+        ),
+        outcome=READ_ERROR,
+        details=("cannot reshape",),
+    ),
+    KnownBug(
+        id="tiff-strip-decode-error-escapes",
+        summary="deciding the grid decodes the last strip (image codecs, and compressed "
+        "strips with probe_last_strip=True); a stream that does not decode raised the "
+        "codec's own RuntimeError",
+        file="mapnik+test-data/tiff_rgb8_stripped_band.tif",
+        kind="tiff",
+        ops=(_put(48, "0400"), _put(50, "01000000"), _put(54, "08000000")),  # LZW -> Deflate
+        outcome=EXCEPTION,
+        places=(("tiff/segments.py", "_decompress_with"),),
+        options={"probe_last_strip": True},
+    ),
+    KnownBug(
+        id="tiff-planar-config-out-of-range",
+        summary="PlanarConfiguration neither 1 nor 2 on a multi-band image: tifffile keeps "
+        "the number and decodes the page partly as either layout, the parser read it as "
+        "planar (silent wrong values)",
+        file="OSGeo+PROJ/test_hgrid_tiled_separate.tif",
+        kind="tiff",
+        ops=(_put(84, "0400"), _put(86, "01000000"), _put(90, "18000000")),  # 2 -> 24
+        outcome=WRONG,
     ),
     KnownBug(
         id="hdf5-object-address-runtime-error",
@@ -449,7 +500,7 @@ def worker() -> Iterator[FuzzWorker]:
 def _check_repro(bug: KnownBug, worker: FuzzWorker, corpus_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / Path(bug.file).name
     path.write_bytes(apply_ops((corpus_dir / bug.file).read_bytes(), bug.ops))
-    result = worker.check(str(path), bug.kind, timeout=20)
+    result = worker.check(str(path), bug.kind, options=bug.options, timeout=20)
     assert acceptable(result), f"{bug.id}: {bug.summary}\nverdict: {result}"
 
 

@@ -1,4 +1,4 @@
-"""vds.vz.to_icechunk for rectilinear arrays, and appends that keep padded edges out.
+"""virtualizarr_fill.to_icechunk for rectilinear arrays, and appends that keep padded edges out.
 
 A real Icechunk repository on local disk, with a virtual chunk container authorised for
 the fixture directory; values are read back with ``xr.open_zarr(session.store)`` and

@@ -1,5 +1,5 @@
-"""vds.vz.to_kerchunk: Zarr format 2 references for regular grids as VirtualiZarr writes
-them, Zarr format 3 references (dict, JSON, parquet) for rectilinear arrays.
+"""virtualizarr_fill.to_kerchunk: Zarr format 2 references for regular grids as VirtualiZarr
+writes them, Zarr format 3 references (dict, JSON, parquet) for rectilinear arrays.
 
 References are read back through fsspec's reference filesystem and compared with the
 native readers.
@@ -7,17 +7,15 @@ native readers.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import warnings
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import fsspec
 import numpy as np
 import pytest
 import xarray as xr
-from virtualizarr.manifests import ManifestArray
 from zarr.storage import FsspecStore
 
 from tests._manifest_builders import (
@@ -33,7 +31,7 @@ from tests._manifest_builders import (
     with_attributes,
     with_edge_codec,
 )
-from virtualizarr_fill._vz_adapter import _originals
+from virtualizarr_fill import to_kerchunk
 from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.grid import EdgeHandling
 
@@ -63,15 +61,15 @@ def _read_v2(refs: Any) -> xr.Dataset:
 
 def test_rectilinear_v3_dict_json_parquet(concat_fixtures: dict[str, Path], tmp_path: Path) -> None:
     vds, expected = _tiff_concat(concat_fixtures)
-    refs = vds.vz.to_kerchunk(format="dict", zarr_format=3)
+    refs = to_kerchunk(vds, format="dict", zarr_format=3)
     document = json.loads(refs["refs"]["band/zarr.json"])
     assert document["chunk_grid"]["name"] == "rectilinear"
     np.testing.assert_array_equal(kerchunk_read(refs).band.values, expected)
 
-    vds.vz.to_kerchunk(str(tmp_path / "refs.json"), format="json", zarr_format=3)
+    to_kerchunk(vds, str(tmp_path / "refs.json"), format="json", zarr_format=3)
     np.testing.assert_array_equal(kerchunk_read(str(tmp_path / "refs.json")).band.values, expected)
 
-    vds.vz.to_kerchunk(str(tmp_path / "refs.parq"), format="parquet", zarr_format=3, record_size=7)
+    to_kerchunk(vds, str(tmp_path / "refs.parq"), format="parquet", zarr_format=3, record_size=7)
     assert len(list((tmp_path / "refs.parq" / "band").glob("refs.*.parq"))) == 6  # 39 refs / 7
     np.testing.assert_array_equal(_read_parquet(tmp_path / "refs.parq").band.values, expected)
 
@@ -81,7 +79,7 @@ def test_hdf5_crop_v3_parquet_and_unwritten_chunks(
 ) -> None:
     paths = [concat_fixtures[f"chunked_gzip_{k}"] for k in range(2)]
     vds = xr.concat([virtual_dataset({"data": hdf5_manifest_array(p)}) for p in paths], dim="y")
-    vds.vz.to_kerchunk(str(tmp_path / "h5.parq"), format="parquet", zarr_format=3)
+    to_kerchunk(vds, str(tmp_path / "h5.parq"), format="parquet", zarr_format=3)
     expected = np.concatenate([native_hdf5(p) for p in paths], axis=1)
     np.testing.assert_array_equal(_read_parquet(tmp_path / "h5.parq").data.values, expected)
 
@@ -90,7 +88,7 @@ def test_hdf5_crop_v3_parquet_and_unwritten_chunks(
     paths = [concat_fixtures[f"chunked_fill_{k}"] for k in range(2)]
     vds = xr.concat([virtual_dataset({"data": hdf5_manifest_array(p)}) for p in paths], dim="y")
     expected = np.concatenate([native_hdf5(p) for p in paths], axis=1)
-    refs = vds.vz.to_kerchunk(format="dict", zarr_format=3)
+    refs = to_kerchunk(vds, format="dict", zarr_format=3)
     assert "data/c.0.0.0" not in refs["refs"] and "data/c.0.0.1" in refs["refs"]
     np.testing.assert_array_equal(kerchunk_read(refs).data.values, expected)
 
@@ -107,16 +105,25 @@ def test_v2_references_of_rectilinear_arrays_are_refused(
         with pytest.raises(
             UnsupportedFeatureError, match=r"'band' has a rectilinear.*zarr_format=3"
         ):
-            vds.vz.to_kerchunk(**kwargs)
+            to_kerchunk(vds, zarr_format=2, **kwargs)
     with pytest.raises(UnsupportedFeatureError, match="to_icechunk"):
-        vds.vz.to_kerchunk(str(tmp_path / "r.parq"), format="parquet")
+        to_kerchunk(vds, str(tmp_path / "r.parq"), format="parquet", zarr_format=2)
+
+
+def test_format_3_is_chosen_where_an_array_needs_it(
+    concat_fixtures: dict[str, Path], tmp_path: Path
+) -> None:
+    vds, expected = _tiff_concat(concat_fixtures)
+    refs = to_kerchunk(vds)
+    assert refs is not None and "band/zarr.json" in refs["refs"]
+    np.testing.assert_array_equal(kerchunk_read(refs).band.values, expected)
 
 
 def test_v2_references_of_edge_codecs_are_refused(concat_fixtures: dict[str, Path]) -> None:
     marr = tiff_manifest_array(concat_fixtures["strip_padded_0"])
     truncating = with_edge_codec(marr, EdgeHandling.TRUNCATE)
     with pytest.raises(UnsupportedFeatureError, match="padded edge chunks"):
-        virtual_dataset({"band": truncating}).vz.to_kerchunk()
+        to_kerchunk(virtual_dataset({"band": truncating}), zarr_format=2)
 
 
 def test_regular_grids_are_v2_references_as_before(
@@ -125,28 +132,20 @@ def test_regular_grids_are_v2_references_as_before(
     tiff = tiff_manifest_array(concat_fixtures["strip_padded_1"])
     h5 = hdf5_manifest_array(concat_fixtures["chunked_gzip_0"], dimension_names=("t", "v", "w"))
     vds = virtual_dataset({"band": with_attributes(tiff, _FillValue=0), "data": h5})
-    refs = vds.vz.to_kerchunk(format="dict")
+    refs = to_kerchunk(vds, format="dict")
+    assert refs is not None
     assert "band/.zarray" in refs["refs"] and "band/0.0" in refs["refs"]
     zarray = json.loads(refs["refs"]["band/.zarray"])
     assert zarray["chunks"] == [12, 21] and zarray["shape"] == [150, 21]
 
-    # identical to VirtualiZarr's own writer for the same variable (its array without the
-    # fill attribute that virtualizarr-fill keeps on it for combining)
-    var = vds["band"].variable
-    clean = dataclasses.replace(var.data.metadata, attributes={})
-    upstream = _originals["variable_to_kerchunk_arr_refs"](
-        var.copy(data=cast(Any, ManifestArray(metadata=clean, chunkmanifest=var.data.manifest))),
-        "band",
-    )
-    assert {k: v for k, v in refs["refs"].items() if k.startswith("band/")} == {
-        f"band/{k}": v for k, v in upstream.items()
-    }
+    # identical to VirtualiZarr's own writer
+    assert refs == vds.vz.to_kerchunk(format="dict")
 
     read = _read_v2(refs)
     np.testing.assert_array_equal(read.band.values, native_tiff(concat_fixtures["strip_padded_1"]))
     np.testing.assert_array_equal(read.data.values, native_hdf5(concat_fixtures["chunked_gzip_0"]))
 
-    vds.vz.to_kerchunk(str(tmp_path / "v2.parq"), format="parquet")
+    to_kerchunk(vds, str(tmp_path / "v2.parq"), format="parquet")
     fs = fsspec.filesystem(
         "reference", fo=str(tmp_path / "v2.parq"), remote_protocol="file", asynchronous=True
     )
@@ -161,5 +160,5 @@ def test_regular_grids_are_v2_references_as_before(
 @pytest.mark.parametrize("case", ROUND_TRIP_CASES)
 def test_round_trips(concat_fixtures: dict[str, Path], tmp_path: Path, case: str) -> None:
     vds, name, expected = round_trip_case(concat_fixtures, case)
-    vds.vz.to_kerchunk(str(tmp_path / "refs.json"), format="json", zarr_format=3)
+    to_kerchunk(vds, str(tmp_path / "refs.json"), format="json", zarr_format=3)
     np.testing.assert_array_equal(kerchunk_read(str(tmp_path / "refs.json"))[name].values, expected)

@@ -74,7 +74,7 @@ def test_dask_process_scheduler(fixture_files: dict[str, Path]) -> None:
     with dask.config.set(scheduler="processes", num_workers=1):
         vds = _open(fixture_files, parallel="dask")
     assert vds.attrs["opened_in_pid"] != os.getpid()
-    assert vds.attrs["rectilinear_flag"] and vds.attrs["adapter_installed"]
+    assert vds.attrs["array_type"] == "FillManifestArray"
     _check(vds, fixture_files)
 
 
@@ -116,8 +116,9 @@ def test_unpickling_a_rectilinear_array_brings_the_extension(
     try:
         with ProcessPoolExecutor(max_workers=1, mp_context=context) as executor:
             assert executor.submit(_probe).result() == (False, False)
-            # The worker unpickles rectilinear arrays, concatenates them with the
-            # adapter's dispatch, and reads a concatenation through the truncate codec.
+            # The worker unpickles rectilinear arrays (which turns zarr's rectilinear flag
+            # on there), concatenates them with their own array-function dispatch, and
+            # reads a concatenation through the truncate codec.
             remote: Any = executor.submit(np.concatenate, arrays, axis=0).result()
             values = executor.submit(_read_values, local).result()
             assert executor.submit(_probe).result() == (True, True)
@@ -167,12 +168,12 @@ def test_tiff_parser_serial(fixture_files: dict[str, Path]) -> None:
 
 def test_tiff_parser_in_a_process_pool(fixture_files: dict[str, Path]) -> None:
     # The spawned worker unpickles the parser and the preprocess hook, which records
-    # that it ran with the adapter and the rectilinear flag.
+    # that it built FillManifestArrays with the rectilinear flag on.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as executor:
         vds = _open_with_tiff_parser(fixture_files, executor)
     assert vds.attrs["opened_in_pid"] != os.getpid()
-    assert vds.attrs["rectilinear_flag"] and vds.attrs["adapter_installed"]
+    assert vds.attrs["array_type"] == "FillManifestArray"
     _check_tiff_parser(vds, fixture_files)
 
 

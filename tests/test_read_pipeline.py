@@ -1,4 +1,4 @@
-"""Reads through ``virtualizarr_fill.read_pipeline.ManifestCodecPipeline``.
+"""Reads through ``virtualizarr_fill.ManifestCodecPipeline``.
 
 Every value read with the pipeline must equal the native reader's (tifffile, h5py,
 GDAL), bit for bit and in the same data type, for every layout the parsers produce:
@@ -33,7 +33,8 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.errors import ChunkNotFoundError
 from zarr.storage import MemoryStore
 
-import virtualizarr_fill.read_pipeline as read_pipeline
+import virtualizarr_fill
+import virtualizarr_fill.reads.manifest_reads as read_pipeline
 from tests._manifest_builders import (
     concat_fixtures,
     concatenate,
@@ -47,7 +48,8 @@ from tests._manifest_builders import (
 from tests.servers import S3Server
 from tests.test_tiff_readback import tifffile_reference
 from virtualizarr_fill import HDF5Parser, TIFFParser
-from virtualizarr_fill.read_pipeline import PIPELINE_PATH, ManifestCodecPipeline
+from virtualizarr_fill.reads import PIPELINE_PATH
+from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import make_tiff_fixtures
@@ -103,7 +105,7 @@ CORPUS_HDF5 = [
 
 @pytest.fixture
 def manifest_pipeline() -> Iterator[None]:
-    with read_pipeline.use_manifest_pipeline():
+    with virtualizarr_fill.use_manifest_pipeline():
         yield
 
 
@@ -189,7 +191,7 @@ def _assert_same(got: Any, expected: np.ndarray) -> None:
 
 def test_selected_by_config_and_built_per_array(hdf5_file: Path) -> None:
     store = _local(HDF5Parser(), hdf5_file)
-    with read_pipeline.use_manifest_pipeline():
+    with virtualizarr_fill.use_manifest_pipeline():
         assert zarr.config.get("codec_pipeline.path") == PIPELINE_PATH
         array = zarr.open_array(store, path="chunked", mode="r")
     pipeline = array.async_array.codec_pipeline
@@ -382,14 +384,14 @@ def test_xarray_open_zarr_equals_zarrs_pipeline_and_h5py(
     store = _local(HDF5Parser(), hdf5_file)
     reference = xr.open_zarr(store, consolidated=False, zarr_format=3).load()
     _refuse_fallback(monkeypatch)
-    with read_pipeline.use_manifest_pipeline():
+    with virtualizarr_fill.use_manifest_pipeline():
         ours = xr.open_zarr(store, consolidated=False, zarr_format=3).load()
     xr.testing.assert_identical(ours, reference)
     for name in ("chunked", "contiguous", "compact"):
         _assert_same(ours[name].values, _h5(hdf5_file, name))
 
     path = tiff_files["strip_short_rgb_chunky_deflate"]
-    with read_pipeline.use_manifest_pipeline():
+    with virtualizarr_fill.use_manifest_pipeline():
         ds = xr.open_zarr(_local(TIFFParser(), path), consolidated=False, zarr_format=3)
         np.testing.assert_array_equal(ds["band_data"].values, _tiff_reference(path), strict=True)
 
@@ -516,7 +518,7 @@ def test_pipeline_named_by_environment_in_a_fresh_process(
     script = f"""
 import zarr.registry
 cls = zarr.registry.get_pipeline_class()
-assert cls.__module__ == "virtualizarr_fill.read_pipeline", cls
+assert cls.__module__ == "virtualizarr_fill.reads.pipeline", cls
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 import numpy as np, tifffile, zarr

@@ -1,7 +1,4 @@
-"""ManifestArrays on rectilinear chunk grids: construction, repr, reads, indexing, axes.
-
-Also tests each adaptation of VirtualiZarr internals in ``virtualizarr_fill._vz_adapter``.
-"""
+"""FillManifestArrays on rectilinear chunk grids: construction, repr, reads, indexing, axes."""
 
 from __future__ import annotations
 
@@ -13,9 +10,7 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
-import virtualizarr
 import xarray as xr
-import zarr
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 from virtualizarr.manifests.array_api import MANIFESTARRAY_HANDLED_ARRAY_FUNCTIONS
 from virtualizarr.manifests.indexing import SubChunkIndexingError
@@ -34,18 +29,17 @@ from tests._manifest_builders import (
     virtual_dataset,
     with_attributes,
 )
-from virtualizarr_fill import _vz_adapter
-from virtualizarr_fill._vz_adapter import RectilinearManifestArray, check_versions
 from virtualizarr_fill.concat import chunk_grid, codec_edges, data_edges
 from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.grid import EdgeHandling, edge_handling_of
+from virtualizarr_fill.manifests import FillManifestArray
 
 __all__ = ["concat_fixtures"]
 
 
 def _named(marr: ManifestArray, *names: str) -> ManifestArray:
     metadata = dataclasses.replace(marr.metadata, dimension_names=names)
-    return ManifestArray(metadata=metadata, chunkmanifest=marr.manifest)
+    return FillManifestArray(metadata=metadata, chunkmanifest=marr.manifest)
 
 
 # --------------------------------------------------------------------------- construction
@@ -53,7 +47,7 @@ def _named(marr: ManifestArray, *names: str) -> ManifestArray:
 
 def test_short_last_strip_builds_a_rectilinear_array(concat_fixtures: dict[str, Path]) -> None:
     marr = tiff_manifest_array(concat_fixtures["strip_short_0"])
-    assert type(marr) is RectilinearManifestArray
+    assert type(marr) is FillManifestArray
     assert isinstance(marr, ManifestArray)
     assert isinstance(marr.metadata.chunk_grid, RectilinearChunkGridMetadata)
     assert codec_edges(chunk_grid(marr.metadata).dimensions[0]) == (12,) * 12 + (6,)
@@ -65,7 +59,7 @@ def test_short_last_strip_builds_a_rectilinear_array(concat_fixtures: dict[str, 
 
 def test_padded_last_strip_stays_regular(concat_fixtures: dict[str, Path]) -> None:
     marr = tiff_manifest_array(concat_fixtures["strip_padded_0"])
-    assert type(marr) is ManifestArray
+    assert type(marr) is FillManifestArray
     assert isinstance(marr.metadata.chunk_grid, RegularChunkGridMetadata)
     assert edge_handling_of(marr.metadata.codecs) is EdgeHandling.NONE
     np.testing.assert_array_equal(
@@ -78,11 +72,11 @@ def test_construction_from_a_dict_manifest_and_a_mismatched_grid(
 ) -> None:
     marr = tiff_manifest_array(concat_fixtures["strip_short_1"])
     entries = marr.manifest.dict()
-    rebuilt = ManifestArray(metadata=marr.metadata, chunkmanifest=entries)
-    assert type(rebuilt) is RectilinearManifestArray
+    rebuilt = FillManifestArray(metadata=marr.metadata, chunkmanifest=entries)
+    assert type(rebuilt) is FillManifestArray
     np.testing.assert_array_equal(read_manifest_array(rebuilt), read_manifest_array(marr))
-    as_dict = ManifestArray(metadata=marr.metadata.to_dict(), chunkmanifest=marr.manifest)
-    assert type(as_dict) is RectilinearManifestArray
+    as_dict = FillManifestArray(metadata=marr.metadata.to_dict(), chunkmanifest=marr.manifest)
+    assert type(as_dict) is FillManifestArray
 
     short = ChunkManifest.from_arrays(
         paths=marr.manifest._paths[:12],
@@ -91,13 +85,13 @@ def test_construction_from_a_dict_manifest_and_a_mismatched_grid(
         validate_paths=False,
     )
     with pytest.raises(ValueError, match=r"manifest of shape \(12, 1\).*grid of shape \(13, 1\)"):
-        ManifestArray(metadata=marr.metadata, chunkmanifest=short)
+        FillManifestArray(metadata=marr.metadata, chunkmanifest=short)
 
 
 def test_pickling_keeps_the_class_and_the_values(concat_fixtures: dict[str, Path]) -> None:
     marr = tiff_manifest_array(concat_fixtures["strip_short_2"])
     again = pickle.loads(pickle.dumps(marr))
-    assert type(again) is RectilinearManifestArray
+    assert type(again) is FillManifestArray
     assert again.metadata == marr.metadata
     np.testing.assert_array_equal(read_manifest_array(again), read_manifest_array(marr))
 
@@ -125,7 +119,7 @@ def test_to_virtual_dataset_keeps_rectilinear_arrays(concat_fixtures: dict[str, 
     marr = tiff_manifest_array(concat_fixtures["strip_short_0"])
     vds = virtual_dataset({"band": with_attributes(marr, _FillValue=0, units="K")})
     data = vds["band"].data
-    assert type(data) is RectilinearManifestArray
+    assert type(data) is FillManifestArray
     assert vds["band"].dims == ("y", "x")
     assert vds["band"].attrs == {"_FillValue": 0, "units": "K"}
     # the sentinel travels with the array (so concatenation can compare it), nothing else
@@ -142,7 +136,7 @@ def test_oversized_chunk_warning_handles_rectilinear_arrays(
         first.metadata,
         chunk_grid=RectilinearChunkGridMetadata(chunk_shapes=((12,), (30,))),
     )
-    marr = ManifestArray(metadata=overhanging, chunkmanifest=first.manifest)
+    marr = FillManifestArray(metadata=overhanging, chunkmanifest=first.manifest)
     with pytest.warns(UserWarning, match=r"\['band'\] have a chunk shape larger"):
         virtual_dataset({"band": marr})
     padded = tiff_manifest_array(concat_fixtures["strip_padded_0"])
@@ -150,7 +144,7 @@ def test_oversized_chunk_warning_handles_rectilinear_arrays(
         padded.metadata,
         chunk_grid=RegularChunkGridMetadata(chunk_shape=(12, 30)),
     )
-    regular = ManifestArray(metadata=wide, chunkmanifest=padded.manifest)
+    regular = FillManifestArray(metadata=wide, chunkmanifest=padded.manifest)
     with pytest.warns(UserWarning, match=r"\['wide'\] have a chunk shape larger"):
         virtual_dataset({"wide": regular, "band": short})
     with warnings.catch_warnings():
@@ -232,7 +226,7 @@ def test_expand_dims_and_broadcast(concat_fixtures: dict[str, Path]) -> None:
     np.testing.assert_array_equal(read_manifest_array(expanded), native[:, None, :])
 
     broadcast = cast(ManifestArray, np.broadcast_to(marr, (3, 150, 21)))
-    assert type(broadcast) is RectilinearManifestArray
+    assert type(broadcast) is FillManifestArray
     np.testing.assert_array_equal(
         read_manifest_array(broadcast), np.broadcast_to(native, (3, 150, 21))
     )
@@ -264,7 +258,7 @@ def test_broadcast_refuses_padded_length_one_axis() -> None:
         dimension_names=None,
     )
     manifest = ChunkManifest(entries={"0.0": {"path": "file:///x", "offset": 0, "length": 20}})
-    marr = ManifestArray(metadata=metadata, chunkmanifest=manifest)
+    marr = FillManifestArray(metadata=metadata, chunkmanifest=manifest)
     with pytest.raises(UnsupportedFeatureError, match="padded"):
         np.broadcast_to(marr, (3, 5))
 
@@ -286,7 +280,7 @@ def test_xarray_expand_dims_and_broadcasting(concat_fixtures: dict[str, Path]) -
 def test_placeholder_and_missing_chunk_fill(concat_fixtures: dict[str, Path]) -> None:
     marr = tiff_manifest_array(concat_fixtures["strip_short_0"])
     placeholder = marr.with_fill_value_only(7)
-    assert type(placeholder) is RectilinearManifestArray
+    assert type(placeholder) is FillManifestArray
     np.testing.assert_array_equal(read_manifest_array(placeholder), np.full((150, 21), 7))
 
     # np.where as xarray's alignment fill uses it: identity where chunks are missing
@@ -300,18 +294,37 @@ def test_placeholder_and_missing_chunk_fill(concat_fixtures: dict[str, Path]) ->
         np.where(missing, combined, -9999.0)
 
 
-# --------------------------------------------------------------------------- the adapter
+# --------------------------------------------------------------------------- VirtualiZarr's own
 
 
-def test_adapter_is_installed_and_guards_versions() -> None:
-    assert _vz_adapter.installed()
+def test_plain_manifest_arrays_keep_virtualizarrs_behaviour(
+    concat_fixtures: dict[str, Path],
+) -> None:
+    """VirtualiZarr's own arrays are not ours: its rules apply to them, unchanged."""
+    marr = tiff_manifest_array(concat_fixtures["strip_padded_0"])
+    plain = ManifestArray(metadata=marr.metadata, chunkmanifest=marr.manifest)
+    assert type(np.concatenate([plain, plain], axis=1)) is ManifestArray
+    # a rectilinear grid is still VirtualiZarr's to refuse
+    short = tiff_manifest_array(concat_fixtures["strip_short_0"])
+    with pytest.raises(NotImplementedError, match="RegularChunkGrid"):
+        ManifestArray(metadata=short.metadata, chunkmanifest=short.manifest)
+    # VirtualiZarr's table is not ours
     table = cast(dict[Any, Any], MANIFESTARRAY_HANDLED_ARRAY_FUNCTIONS)
-    assert table[np.concatenate] is _vz_adapter._concatenate
-    assert table[np.stack] is _vz_adapter._stack
-    assert zarr.config.get("array.rectilinear_chunks") is True
-    check_versions(virtualizarr.__version__, zarr.__version__)
-    with pytest.raises(ImportError, match=r"virtualizarr>=2\.8,<2\.9; found virtualizarr 2\.9\.0"):
-        check_versions("2.9.0", zarr.__version__)
-    with pytest.raises(ImportError, match=r"zarr>=3\.4\.2,<3\.5"):
-        check_versions(virtualizarr.__version__, "3.5.0")
-    check_versions("2.8.1.dev3", "3.4.3")
+    assert table[np.concatenate].__module__ == "virtualizarr.manifests.array_api"
+
+
+def test_a_plain_array_combined_with_ours_is_taken_over(concat_fixtures: dict[str, Path]) -> None:
+    ours = tiff_manifest_array(concat_fixtures["strip_short_0"])
+    padded = tiff_manifest_array(concat_fixtures["strip_padded_1"])
+    plain = ManifestArray(metadata=padded.metadata, chunkmanifest=padded.manifest)
+    combined = np.concatenate([ours, plain], axis=0)
+    assert type(combined) is FillManifestArray
+    np.testing.assert_array_equal(
+        read_manifest_array(combined),
+        np.concatenate(
+            [
+                native_tiff(concat_fixtures["strip_short_0"]),
+                native_tiff(concat_fixtures["strip_padded_1"]),
+            ]
+        ),
+    )

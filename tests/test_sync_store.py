@@ -1,4 +1,4 @@
-"""ManifestStore's synchronous surface (virtualizarr_fill._sync_store).
+"""FileManifestStore's synchronous surface and its byte-range reads.
 
 With zarr's fused codec pipeline, reads go through ``get_sync``; every value must equal
 the native reader's, and every byte ``get_sync`` returns must equal what VirtualiZarr's
@@ -105,6 +105,8 @@ def _chunk_keys(array: zarr.Array) -> list[str]:
 def test_manifest_store_has_the_sync_surface(hdf5_file: Path) -> None:
     store = _parse(HDF5Parser(), hdf5_file)
     assert _store_supports_sync_io(store)
+    # the parsers' store has it; VirtualiZarr's own class is left as it is
+    assert not hasattr(ManifestStore, "get_sync")
     with pytest.raises(NotImplementedError, match="read-only"):
         store.set_sync("chunked/c/0/0", default_buffer_prototype().buffer.from_bytes(b"x"))  # type: ignore[attr-defined]
     with pytest.raises(NotImplementedError, match="read-only"):
@@ -173,7 +175,7 @@ def test_zarr_json_encoded_once_and_never_stale(tiff_files: dict[str, Path]) -> 
     the array's metadata is replaced."""
     import gc
 
-    from virtualizarr_fill import _sync_store
+    from virtualizarr_fill.manifests import store as store_module
 
     store = _parse(TIFFParser(), tiff_files["strip_short_rgb_chunky_deflate"])
     prototype = default_buffer_prototype()
@@ -192,10 +194,10 @@ def test_zarr_json_encoded_once_and_never_stale(tiff_files: dict[str, Path]) -> 
     served = json.loads(sync(store.get("band_data/zarr.json", prototype)).to_bytes())
     assert served["attributes"]["long_name"] == "replaced"
 
-    cached = len(_sync_store._metadata_json)
+    cached = len(store_module._metadata_json)
     del array, renamed, group, store
     gc.collect()
-    assert len(_sync_store._metadata_json) < cached
+    assert len(store_module._metadata_json) < cached
 
 
 def test_store_with_a_prefix(fused: None, tiff_files: dict[str, Path]) -> None:
@@ -233,7 +235,7 @@ def test_fused_reads_do_not_use_the_async_get(
     async def no_async_get(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("chunk read through the asynchronous get")
 
-    monkeypatch.setattr(ManifestStore, "get", no_async_get)
+    monkeypatch.setattr(type(store), "get", no_async_get)
     np.testing.assert_array_equal(array[...], _tiff_reference(path), strict=True)
 
 
@@ -246,7 +248,7 @@ def test_local_ranges_equal_obstores(tmp_path: Path) -> None:
     past the end go to obstore (which reports the last in its own words)."""
     import obstore
 
-    from virtualizarr_fill import _sync_store
+    from virtualizarr_fill.manifests import byte_ranges
 
     data = bytes(range(256)) * 64
     plain = tmp_path / "plain_name-1.bin"
@@ -262,15 +264,15 @@ def test_local_ranges_equal_obstores(tmp_path: Path) -> None:
         (root, str(odd).lstrip("/")),
         (rooted, odd.name),
     ]:
-        got = _sync_store.get_ranges(store, key, starts, ends)
+        got = byte_ranges.get_ranges(store, key, starts, ends)
         assert [bytes(g) for g in got] == expected
         assert [bytes(g) for g in obstore.get_ranges(store, key, starts=starts, ends=ends)] == (
             expected
         )
-    assert _sync_store._local_path(rooted, plain.name) == str(plain)
-    assert _sync_store._local_path(rooted, odd.name) is None  # obstore encodes such names
-    many = list(range(0, 2 * _sync_store.LOCAL_RANGES))
-    got = _sync_store.get_ranges(rooted, plain.name, many, [s + 7 for s in many])
+    assert byte_ranges._local_path(rooted, plain.name) == str(plain)
+    assert byte_ranges._local_path(rooted, odd.name) is None  # obstore encodes such names
+    many = list(range(0, 2 * byte_ranges.LOCAL_RANGES))
+    got = byte_ranges.get_ranges(rooted, plain.name, many, [s + 7 for s in many])
     assert [bytes(g) for g in got] == [data[s : s + 7] for s in many]
 
     def outcome(read: Any, start: int, end: int) -> Any:
@@ -283,10 +285,10 @@ def test_local_ranges_equal_obstores(tmp_path: Path) -> None:
         return obstore.get_ranges(store, key, starts=starts, ends=ends)
 
     for start, end in [(len(data) - 2, len(data) + 5), (len(data) + 3, len(data) + 9), (5, 5)]:
-        assert outcome(_sync_store.get_ranges, start, end) == outcome(theirs, start, end)
+        assert outcome(byte_ranges.get_ranges, start, end) == outcome(theirs, start, end)
     plain.unlink()
     with pytest.raises(FileNotFoundError):
-        _sync_store.get_ranges(rooted, plain.name, [0], [3])
+        byte_ranges.get_ranges(rooted, plain.name, [0], [3])
 
 
 def test_local_ranges_read_together_where_close(tmp_path: Path) -> None:
@@ -296,14 +298,14 @@ def test_local_ranges_read_together_where_close(tmp_path: Path) -> None:
     and ranges far apart give obstore's bytes."""
     import obstore
 
-    from virtualizarr_fill import _sync_store
+    from virtualizarr_fill.manifests import byte_ranges
 
     rng = np.random.default_rng(3)
-    data = rng.integers(0, 256, 3 * _sync_store.LOCAL_GAP_BYTES, dtype=np.uint8).tobytes()
+    data = rng.integers(0, 256, 3 * byte_ranges.LOCAL_GAP_BYTES, dtype=np.uint8).tobytes()
     path = tmp_path / "ranges.bin"
     path.write_bytes(data)
     store = LocalStore(prefix=tmp_path)
-    far = 2 * _sync_store.LOCAL_GAP_BYTES + 10
+    far = 2 * byte_ranges.LOCAL_GAP_BYTES + 10
     starts = [100, 0, 100, 150, far, far - 4, 40_000]
     ends = [200, 50, 200, 300, far + 10, far + 1, 40_001]
     reads: list[int] = []
@@ -315,7 +317,7 @@ def test_local_ranges_read_together_where_close(tmp_path: Path) -> None:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(os, "pread", counting_pread)
-        got = _sync_store.get_ranges(store, path.name, starts, ends)
+        got = byte_ranges.get_ranges(store, path.name, starts, ends)
     theirs = obstore.get_ranges(store, path.name, starts=starts, ends=ends)
     assert [bytes(g) for g in got] == [bytes(t) for t in theirs]
     assert [bytes(g) for g in got] == [data[a:b] for a, b in zip(starts, ends, strict=True)]
@@ -323,7 +325,7 @@ def test_local_ranges_read_together_where_close(tmp_path: Path) -> None:
     assert all(memoryview(g).readonly for g in got)
     # A run reaching past the file's end goes to obstore, which answers its own way.
     starts, ends = [0, len(data) - 2], [10, len(data) + 5]
-    got = _sync_store.get_ranges(store, path.name, starts, ends)
+    got = byte_ranges.get_ranges(store, path.name, starts, ends)
     theirs = obstore.get_ranges(store, path.name, starts=starts, ends=ends)
     assert [bytes(g) for g in got] == [bytes(t) for t in theirs]
     assert not any(isinstance(g, memoryview) for g in got)

@@ -43,6 +43,7 @@ from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.manifests import FillManifestArray
 from virtualizarr_fill.tiff import (
     TIFFParser,
     arrays,
@@ -521,7 +522,7 @@ def test_repeated_pyramid_levels_read_their_own_segments(
     store, key = REGISTRY.resolve(url)
     reader = StoreFile(store, key)
     with tifffile.TiffFile(reader) as tif:  # type: ignore[arg-type]
-        chain = list(images.main_chain(tif, reader.cached_range))
+        chain = list(images.main_chain(tif, reader.cached_range, b"", lambda: iter(())))
     assert len(chain) == 6
     assert [image.page is None for image in chain] == [False] + [True] * 5
     assert all(image.known is not None for image in chain)  # the first IFD's too
@@ -779,7 +780,7 @@ def test_copied_arrays_equal_validated_arrays() -> None:
         np.array(0, dtype=np.int64), (), attributes={"GeoTransform": "1 2", "a": [1.0]}
     )
     copy = arrays.copied_array(original)
-    validated = ManifestArray(metadata=copy.metadata, chunkmanifest=original.manifest)
+    validated = FillManifestArray(metadata=copy.metadata, chunkmanifest=original.manifest)
     assert type(copy) is type(validated)
     assert vars(copy).keys() == vars(validated).keys()
     assert copy.manifest is original.manifest

@@ -1,5 +1,5 @@
 """zarr's array read and group open for ManifestCodecPipeline reads of ManifestStores
-(``virtualizarr_fill._zarr_read_path``).
+(``virtualizarr_fill.reads.zarr_read_path``).
 
 Every value must equal h5py's / tifffile's bit for bit (and zarr's own read), through
 each way the module reads: chunk by chunk into the output, assembled from an array of
@@ -32,8 +32,9 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.errors import ChunkNotFoundError
 from zarr.storage import MemoryStore
 
-import virtualizarr_fill._zarr_read_path as read_path
-import virtualizarr_fill.read_pipeline as read_pipeline
+import virtualizarr_fill
+import virtualizarr_fill.reads.manifest_reads as read_pipeline
+import virtualizarr_fill.reads.zarr_read_path as read_path
 from tests._manifest_builders import (
     concat_fixtures,
     concatenate,
@@ -45,9 +46,11 @@ from tests._manifest_builders import (
     tiff_manifest_array,
 )
 from tests.test_tiff_readback import tifffile_reference
-from virtualizarr_fill import HDF5Parser, TIFFParser, deinterleave
+from virtualizarr_fill import HDF5Parser, TIFFParser
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
 from virtualizarr_fill.errors import StoreReadError
+from virtualizarr_fill.reads import deinterleave
+from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import make_tiff_fixtures
@@ -85,7 +88,7 @@ HDF5_NAMES = [
 
 @pytest.fixture
 def manifest_pipeline() -> Iterator[None]:
-    with read_pipeline.use_manifest_pipeline():
+    with virtualizarr_fill.fast_reads():
         yield
 
 
@@ -1060,11 +1063,15 @@ def test_zarrs_pipelines_and_other_stores_use_zarrs_functions(
 
     monkeypatch.setattr(read_path, "_zarr_get_selection", counting)
     store = _local(HDF5Parser(), hdf5_file)
-    group = zarr.open_group(store, mode="r")
-    _same(group["tiny_zlib"][...], _h5(hdf5_file, "tiny_zlib"))
-    assert calls == ["zarr"]
-
-    with read_pipeline.use_manifest_pipeline():
+    # outside fast_reads() nothing of zarr's is replaced
+    assert zarr.core.array._get_selection is not read_path.get_selection
+    with virtualizarr_fill.fast_reads():
+        assert zarr.core.array._get_selection is read_path.get_selection
+        batched = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+        with zarr.config.set({"codec_pipeline.path": batched}):
+            group = zarr.open_group(store, mode="r")
+            _same(group["tiny_zlib"][...], _h5(hdf5_file, "tiny_zlib"))
+        assert calls == ["zarr"]
         memory = zarr.create_array(MemoryStore(), shape=(30, 20), chunks=(3, 4), dtype="i2")
         values = np.arange(600, dtype="i2").reshape(30, 20)
         memory[...] = values
@@ -1197,7 +1204,7 @@ def test_uninstall_restores_zarr(hdf5_file: Path) -> None:
         assert zarr_array.Array.__getitem__ is read_path._zarr_array_getitem
         assert Group.__getitem__ is read_path._zarr_group_getitem
         assert zarr.open_group is read_path._zarr_open_group
-        with read_pipeline.use_manifest_pipeline():
+        with virtualizarr_fill.fast_reads():
             group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
             _same(group["tiny_raw"][...], _h5(hdf5_file, "tiny_raw"))
     finally:
@@ -1246,7 +1253,7 @@ def test_pipelines_built_once_per_codec_list(manifest_pipeline: None, hdf5_file:
     group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
     first, second = group["tiny_shuffle_zlib"], group["tiny_shuffle_zlib"]
     pipeline = first.async_array.codec_pipeline
-    assert isinstance(pipeline, read_pipeline.ManifestCodecPipeline)
+    assert isinstance(pipeline, ManifestCodecPipeline)
     assert second.async_array.codec_pipeline is pipeline
     # zarr's own construction (without a store: from_codecs, then the same chunk spec)
     assert list(pipeline) == list(create_codec_pipeline(first.metadata))

@@ -1,29 +1,19 @@
 """virtualizarr-fill: VirtualiZarr parsers for TIFF/GeoTIFF and HDF5/NetCDF-4.
 
-Importing this package enables zarr's ``array.rectilinear_chunks`` flag (see
-:mod:`virtualizarr_fill._zarr_config`); reader-only processes can set
-``ZARR_ARRAY__RECTILINEAR_CHUNKS=True`` instead.
+Importing the package changes nothing in zarr, VirtualiZarr, xarray or h5py: it loads
+its public names on first use. The parsers return
+:class:`~virtualizarr_fill.manifests.FileManifestStore` objects whose arrays are
+:class:`~virtualizarr_fill.manifests.FillManifestArray` objects; concatenating them,
+writing them (:func:`to_icechunk`, :func:`to_kerchunk`) and reading them are features of
+those classes and functions, not of patched upstream code. See docs/ecosystem.md.
 """
 
 from __future__ import annotations
 
-from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+import importlib
+from typing import TYPE_CHECKING, Any
 
-enable_rectilinear_chunks()
-
-from virtualizarr_fill._vz_adapter import install as _install_vz_adapter  # noqa: E402
-from virtualizarr_fill.codecs import CropCodec, TruncateCodec  # noqa: E402
-
-# Rectilinear ManifestArrays, concatenation and writers (see docs/architecture.md).
-_install_vz_adapter()
-
-from virtualizarr_fill._sync_store import install as _install_sync_store  # noqa: E402
-
-# ManifestStore reads without per-chunk coroutines under zarr's fused codec pipeline.
-_install_sync_store()
-
-from virtualizarr_fill.concat import fill_conflicts  # noqa: E402
-from virtualizarr_fill.errors import (  # noqa: E402
+from virtualizarr_fill.errors import (
     ChunkSizeMismatchError,
     CorruptFileError,
     FillValueError,
@@ -32,32 +22,91 @@ from virtualizarr_fill.errors import (  # noqa: E402
     NotHDF5Error,
     StoreReadError,
     UnknownFormatError,
+    UnregisteredURLError,
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
-from virtualizarr_fill.hdf5 import HDF5Parser  # noqa: E402
 
-# Importing it registers the opt-in whole-batch read pipeline with zarr.
-from virtualizarr_fill.read_pipeline import PIPELINE_PATH, use_manifest_pipeline  # noqa: E402
-from virtualizarr_fill.tiff import TIFFParser  # noqa: E402
+if TYPE_CHECKING:
+    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+    from virtualizarr_fill.assemble import open_virtual_mosaic, open_virtual_series
+    from virtualizarr_fill.codecs.crop import CropCodec
+    from virtualizarr_fill.codecs.truncate import TruncateCodec
+    from virtualizarr_fill.concat import fill_conflicts
+    from virtualizarr_fill.hdf5 import HDF5Parser
+    from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
+    from virtualizarr_fill.reads import PIPELINE_PATH, fast_reads, use_manifest_pipeline
+    from virtualizarr_fill.tiff import TIFFParser
+    from virtualizarr_fill.writers import to_icechunk, to_kerchunk
+    from virtualizarr_fill.writers.kerchunk import open_kerchunk
+    from virtualizarr_fill.writers.repository import create_repository, open_icechunk
+
+# Public name -> the module that defines it, imported on first access (PEP 562): the
+# codec entry points zarr loads import this package, and must stay light.
+_LAZY = {
+    "CropCodec": "virtualizarr_fill.codecs.crop",
+    "FileManifestStore": "virtualizarr_fill.manifests",
+    "FillManifestArray": "virtualizarr_fill.manifests",
+    "HDF5Parser": "virtualizarr_fill.hdf5",
+    "PIPELINE_PATH": "virtualizarr_fill.reads",
+    "TIFFParser": "virtualizarr_fill.tiff",
+    "TruncateCodec": "virtualizarr_fill.codecs.truncate",
+    "create_repository": "virtualizarr_fill.writers.repository",
+    "enable_rectilinear_chunks": "virtualizarr_fill._zarr_config",
+    "fast_reads": "virtualizarr_fill.reads",
+    "fill_conflicts": "virtualizarr_fill.concat",
+    "open_icechunk": "virtualizarr_fill.writers.repository",
+    "open_kerchunk": "virtualizarr_fill.writers.kerchunk",
+    "open_virtual_mosaic": "virtualizarr_fill.assemble",
+    "open_virtual_series": "virtualizarr_fill.assemble",
+    "to_icechunk": "virtualizarr_fill.writers",
+    "to_kerchunk": "virtualizarr_fill.writers",
+    "use_manifest_pipeline": "virtualizarr_fill.reads",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
+    "PIPELINE_PATH",
     "ChunkSizeMismatchError",
     "CorruptFileError",
     "CropCodec",
+    "FileManifestStore",
+    "FillManifestArray",
     "FillValueError",
     "HDF5Parser",
     "IncompatibleArraysError",
     "NotATiffError",
     "NotHDF5Error",
-    "PIPELINE_PATH",
     "StoreReadError",
     "TIFFParser",
-    "UnknownFormatError",
     "TruncateCodec",
+    "UnknownFormatError",
+    "UnregisteredURLError",
     "UnsupportedFeatureError",
     "VirtualizarrFillError",
+    "create_repository",
+    "enable_rectilinear_chunks",
+    "fast_reads",
     "fill_conflicts",
+    "open_icechunk",
+    "open_kerchunk",
+    "open_virtual_mosaic",
+    "open_virtual_series",
+    "to_icechunk",
+    "to_kerchunk",
     "use_manifest_pipeline",
 ]
 

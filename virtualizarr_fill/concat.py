@@ -28,7 +28,7 @@ edge* of a chunk (``chunk_size``, the shape the codecs see) and its *data edge*
 
 Everything here works on :class:`~zarr.core.metadata.v3.ArrayV3Metadata`; the chunk
 manifests are merged by the array-function implementations in
-:mod:`virtualizarr_fill._vz_adapter`.
+:mod:`virtualizarr_fill.manifests.operations`.
 """
 
 from __future__ import annotations
@@ -83,6 +83,16 @@ def _cached_grid(grid: ChunkGridMetadata, shape: tuple[int, ...]) -> ChunkGrid:
     if isinstance(grid, RectilinearChunkGridMetadata):
         return ChunkGrid.from_sizes(shape, grid.chunk_shapes)
     return ChunkGrid.from_sizes(shape, tuple(grid.chunk_shape))
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_grid_shape(grid: ChunkGridMetadata, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(_cached_grid(grid, shape).grid_shape)
+
+
+def grid_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:
+    """The number of chunks along each axis (cached: zarr computes it at every call)."""
+    return _cached_grid_shape(metadata.chunk_grid, metadata.shape)
 
 
 def chunk_grid(metadata: ArrayV3Metadata) -> ChunkGrid:
@@ -333,8 +343,21 @@ def fill_conflicts(on_conflict: OnConflict) -> Iterator[None]:
     or ``missing_value`` differ (a virtual array has one of each, so one file's
     missing data would be misread). Inside this context ``np.concatenate``,
     ``xr.concat`` and friends combine them with
-    :func:`virtualizarr_fill.fill.combine_fill_values` ``on_conflict`` rule
-    (``"use_first"`` or ``"drop"``), which warns about what is no longer masked.
+    :func:`virtualizarr_fill.fill.combine_fill_values` ``on_conflict`` rule, which
+    warns about what is no longer masked.
+
+    Parameters
+    ----------
+    on_conflict
+        ``"use_first"``: the first input's value of each field that differs;
+        ``"drop"``: the data type's default ``fill_value`` and no ``_FillValue`` or
+        ``missing_value`` for the fields that differ; ``"error"``: refuse, as outside
+        the context.
+
+    Examples
+    --------
+    >>> with virtualizarr_fill.fill_conflicts("use_first"):
+    ...     combined = xr.concat([vds_2020, vds_2021], dim="time")
     """
     token = _ON_CONFLICT.set(on_conflict)
     try:
@@ -817,6 +840,7 @@ __all__ = [
     "dimension_from_edges",
     "format_edges",
     "grid_metadata",
+    "grid_shape",
     "is_rectilinear",
     "is_sharded",
     "stack_metadata",

@@ -46,3 +46,7 @@ class StoreReadError(VirtualizarrFillError, OSError):
 
 class FillValueError(VirtualizarrFillError, ValueError):
     """A fill value cannot be represented in the array's data type, or fills conflict."""
+
+
+class UnregisteredURLError(VirtualizarrFillError, ValueError):
+    """No store in the object store registry resolves the URL."""

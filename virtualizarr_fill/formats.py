@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from virtualizarr.manifests import ManifestStore
-
-from virtualizarr_fill._vz_adapter import FileManifestStore
 from virtualizarr_fill.errors import NotHDF5Error, UnknownFormatError
-from virtualizarr_fill.io import StoreFile, normalize_url
+from virtualizarr_fill.io import StoreFile, normalize_url, resolve
+from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.tiff import TIFFParser
 
 if TYPE_CHECKING:
@@ -115,8 +113,8 @@ def sniff_format(reader: StoreFile, url: str) -> FileFormat:
 
 def detect_format(url: str, registry: ObjectStoreRegistry) -> FileFormat:
     """The format of the object at ``url`` (resolved through ``registry``); one request."""
-    store, path = registry.resolve(url)
-    return sniff_format(StoreFile(store, path), url)
+    store, path = resolve(registry, url)
+    return sniff_format(StoreFile(store, path, url=url), url)
 
 
 def _default_hdf5_parser() -> Any:
@@ -134,7 +132,7 @@ class AutoParser:
     Use it where the files of one job may be of either format, e.g. with
     :func:`virtualizarr.open_virtual_dataset` or ``open_virtual_mfdataset``::
 
-        parser = AutoParser(tiff=TIFFParser(probe_last_strip=True))
+        parser = AutoParser(tiff=TIFFParser(on_out_of_range="warn"))
         vds = open_virtual_dataset(url, registry=registry, parser=parser)
 
     Parameters
@@ -155,14 +153,21 @@ class AutoParser:
             return self.tiff if self.tiff is not None else TIFFParser()
         return self.hdf5 if self.hdf5 is not None else _default_hdf5_parser()
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+    def __call__(self, url: str, registry: ObjectStoreRegistry) -> FileManifestStore:
+        """The ManifestStore of the file at ``url``, by the parser its signature calls for.
+
+        Raises :class:`UnknownFormatError` for a file that is neither TIFF nor HDF5, and
+        :class:`~virtualizarr_fill.errors.NotHDF5Error` for a netCDF-3 file.
+        """
         tiff = self.tiff if self.tiff is not None else TIFFParser()
         url = normalize_url(url)
-        store, path = registry.resolve(url)
-        reader = StoreFile(store, path, first_request=tiff.first_request)
+        store, path = resolve(registry, url)
+        reader = StoreFile(
+            store, path, first_request=tiff.first_request, deadline=tiff.deadline, url=url
+        )
         file_format = sniff_format(reader, url)
         if file_format is FileFormat.TIFF:
             # The header bytes are already in ``reader``: parse from them.
             return FileManifestStore(tiff.parse(url, reader), registry=registry, url=url)
         parser = self.parser_for(file_format)
-        return parser(url, registry)  # type: ignore[no-any-return]
+        return cast(FileManifestStore, parser(url, registry))

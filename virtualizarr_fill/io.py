@@ -9,16 +9,30 @@ report them.
 
 obspec-utils' readers cover similar ground but spend a HEAD request on every file;
 header parsing of small files is dominated by round trips, hence this reader.
+
+Every request is bounded by the parse's deadline (:mod:`virtualizarr_fill.deadlines`),
+and every failure, obstore's panics included (a ``BaseException``: reading ranges of a
+file that shrank after its size was read), becomes a
+:class:`~virtualizarr_fill.errors.StoreReadError` naming the file.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Buffer
+import re
+from collections.abc import Awaitable, Buffer, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from virtualizarr_fill.errors import StoreReadError
+from virtualizarr_fill.deadlines import (
+    DEFAULT_PARSE_DEADLINE,
+    Deadline,
+    DeadlineExceeded,
+    as_deadline,
+    call_within,
+    is_local,
+)
+from virtualizarr_fill.errors import StoreReadError, UnregisteredURLError
 
 DEFAULT_FIRST_REQUEST = 64 * 1024
 DEFAULT_BLOCK_SIZE = 64 * 1024
@@ -34,16 +48,20 @@ class RequestStats:
 
 
 def normalize_url(url: str) -> str:
-    """``url`` with a ``file://`` path percent-decoded, other URLs unchanged.
+    """``url`` with a percent-encoded ``file://`` path decoded, other URLs unchanged.
 
     ``Path.as_uri()`` (which VirtualiZarr applies to bare paths) encodes characters such
     as ``+`` as ``%2B``, but local stores look paths up literally: parsers open, and
-    write into manifests, the decoded form.
+    write into manifests, the decoded form. A raw path that exists as written (a
+    directory named ``100%cotton``) is kept.
     """
     if url.startswith("file://") and "%" in url:
+        import os
         from urllib.parse import unquote
 
-        return "file://" + unquote(url[len("file://") :])
+        raw = url[len("file://") :]
+        if not os.path.exists(raw):
+            return "file://" + unquote(raw)
     return url
 
 
@@ -63,6 +81,12 @@ class StoreFile(io.RawIOBase):
         headers usually lie at the start of the file.
     block_size
         Granularity of later reads and of the cache.
+    deadline
+        The parse's :class:`~virtualizarr_fill.deadlines.Deadline`, or seconds from now
+        (``None``: no deadline). A request still unanswered when it passes is cancelled
+        and raises :class:`~virtualizarr_fill.errors.StoreReadError`.
+    url
+        How errors name the file (default: ``path``).
     """
 
     def __init__(
@@ -72,12 +96,18 @@ class StoreFile(io.RawIOBase):
         *,
         first_request: int = DEFAULT_FIRST_REQUEST,
         block_size: int = DEFAULT_BLOCK_SIZE,
+        deadline: Deadline | float | None = DEFAULT_PARSE_DEADLINE,
+        url: str | None = None,
     ) -> None:
         super().__init__()
         if block_size < 1 or first_request < 1:
             raise ValueError("block_size and first_request must be positive")
         self.store = store
         self.path = path
+        self.url = url
+        self.deadline = as_deadline(deadline)
+        # Local reads cannot stall on a network: called directly, not through the loop.
+        self._bounded = self.deadline.seconds is not None and not is_local(store)
         self.block_size = block_size
         self.first_request = first_request
         self.stats = RequestStats()
@@ -87,20 +117,45 @@ class StoreFile(io.RawIOBase):
 
     # -- size and fetching ---------------------------------------------------
 
+    def _request[T](
+        self, call: Callable[[], T], call_async: Callable[[], Awaitable[T]], start: int, length: int
+    ) -> T:
+        """``call()``, or for a remote store ``call_async()`` bounded by the deadline; any
+        failure as a :class:`StoreReadError` naming the file."""
+        try:
+            if self._bounded and hasattr(self.store, "get_async"):
+                return call_within(call_async, self.deadline)
+            return call()
+        except DeadlineExceeded:
+            raise self._deadline_error(start, length) from None
+        except BaseException as error:
+            failure = store_read_error(error, self._name(), start, length, self.store)
+            if failure is None:
+                raise
+            raise failure from error
+
     def _fetch_head(self) -> None:
         # Round the head up to whole blocks so it also serves as cache blocks.
         length = -(-self.first_request // self.block_size) * self.block_size
+        options = {"range": (0, length)}
         try:
-            result = self.store.get(self.path, options={"range": (0, length)})
+            result = self._request(
+                lambda: self.store.get(self.path, options=options),
+                lambda: self.store.get_async(self.path, options=options),
+                0,
+                length,
+            )
             # A view of obstore's buffer: no copy of the head.
             data = memoryview(result.bytes())
-        except Exception as error:  # obstore raises its own hierarchy (and builtins)
-            # Stores refuse any ranged read of an empty object; that is a size, not a fault.
-            if self._is_empty_object():
+        except StoreReadError as error:
+            # Stores refuse any ranged read of an empty object; that is a size, not a
+            # fault. Asked only after such a refusal: after a timeout, a HEAD request
+            # would go through the store's retries a second time.
+            if _is_range_refusal(error) and self._is_empty_object():
                 self._size = 0
                 self.stats.requests += 2
                 return
-            raise self._read_error(error, 0, length) from error
+            raise
         self.stats.requests += 1
         self.stats.bytes_read += len(data)
         self._size = int(result.meta["size"])
@@ -109,8 +164,11 @@ class StoreFile(io.RawIOBase):
 
     def _is_empty_object(self) -> bool:
         try:
-            return int(self.store.head(self.path)["size"]) == 0
-        except Exception:  # missing or unreadable: the original error says more
+            meta = self._request(
+                lambda: self.store.head(self.path), lambda: self.store.head_async(self.path), 0, 0
+            )
+            return int(meta["size"]) == 0
+        except StoreReadError:  # missing or unreadable: the original error says more
             return False
 
     @property
@@ -134,26 +192,48 @@ class StoreFile(io.RawIOBase):
                 runs.append((block, block))
         starts = [start * self.block_size for start, _ in runs]
         ends = [min((end + 1) * self.block_size, self.size) for _, end in runs]
-        try:
-            if len(runs) == 1:
-                payloads = [self.store.get_range(self.path, start=starts[0], end=ends[0])]
-            else:
-                payloads = list(self.store.get_ranges(self.path, starts=starts, ends=ends))
-        except Exception as error:
-            raise self._read_error(error, starts[0], ends[-1] - starts[0]) from error
+        store, path = self.store, self.path
+        if len(runs) == 1:
+            payloads = [
+                self._request(
+                    lambda: store.get_range(path, start=starts[0], end=ends[0]),
+                    lambda: store.get_range_async(path, start=starts[0], end=ends[0]),
+                    starts[0],
+                    ends[0] - starts[0],
+                )
+            ]
+        else:
+            payloads = list(
+                self._request(
+                    lambda: store.get_ranges(path, starts=starts, ends=ends),
+                    lambda: store.get_ranges_async(path, starts=starts, ends=ends),
+                    starts[0],
+                    ends[-1] - starts[0],
+                )
+            )
         self.stats.requests += len(runs)
-        for (start, _), payload in zip(runs, payloads, strict=True):
+        for (start, _), payload, first, end in zip(runs, payloads, starts, ends, strict=True):
             data = memoryview(payload)
+            if len(data) != end - first:
+                raise StoreReadError(
+                    f"{self._name()}: {len(data)} bytes at offset {first} where "
+                    f"{end - first} were asked, within the {self.size} bytes the object "
+                    "held when reading began (it changed while being read?)"
+                )
             self.stats.bytes_read += len(data)
             for offset in range(0, len(data), self.block_size):
                 self._blocks[start + offset // self.block_size] = data[
                     offset : offset + self.block_size
                 ]
 
-    def _read_error(self, error: Exception, start: int, length: int) -> StoreReadError:
+    def _name(self) -> str:
+        return self.url or self.path
+
+    def _deadline_error(self, start: int, length: int) -> StoreReadError:
         return StoreReadError(
-            f"reading {length} bytes at offset {start} of {self.path!r} from {self.store!r} "
-            f"failed: {type(error).__name__}: {error}"
+            f"{self._name()}: no answer from {self.store!r} within the parse deadline of "
+            f"{self.deadline.seconds:g} s (reading {length} bytes at offset {start}); the "
+            "store may be stalled or unreachable"
         )
 
     def read_range(self, start: int, length: int) -> bytes:
@@ -260,6 +340,65 @@ class StoreFile(io.RawIOBase):
         return f"StoreFile({self.store!r}, {self.path!r})"
 
 
+def resolve(registry: Any, url: str) -> tuple[Any, str]:
+    """The store and path of ``url`` in an obspec-utils ``ObjectStoreRegistry``.
+
+    Raises :class:`UnregisteredURLError` listing the registered prefixes (the
+    registry's own error names only the URL).
+    """
+    try:
+        store, path = registry.resolve(url)
+    except ValueError as error:
+        if "Could not find an ObjectStore" not in str(error):
+            raise
+        keys = getattr(registry, "map", {})
+        listed = ", ".join(f"{k.scheme}://{k.netloc}" for k in keys) or "none"
+        raise UnregisteredURLError(
+            f"{url}: no store in the registry resolves it (registered: {listed}); "
+            "register one, e.g. ObjectStoreRegistry({'s3://bucket': S3Store('bucket')})"
+        ) from None
+    return store, path
+
+
+def store_read_error(
+    error: BaseException, name: str, start: int, length: int, store: Any = None
+) -> StoreReadError | None:
+    """``error``, raised reading ``length`` bytes at ``start`` of the file ``name``, as a
+    :class:`StoreReadError` naming the file; None when it is not a store's failure but
+    the interpreter's (``KeyboardInterrupt``, ``SystemExit``...), to re-raise as it is.
+
+    obstore raises its own exceptions, and on a Rust panic (e.g. ranges past the end of
+    a local file that shrank) a ``PanicException``, which is a ``BaseException``.
+    """
+    if not (isinstance(error, Exception) or type(error).__name__ == "PanicException"):
+        return None
+    source = "" if store is None else f" from {store!r}"
+    if isinstance(error, FileNotFoundError):
+        return StoreReadError(f"{name}: not found{source}")
+    return StoreReadError(
+        f"{name}: reading {length} bytes at offset {start}{source} failed: "
+        f"{type(error).__name__}: {_brief(str(error))}"
+    )
+
+
+def _brief(text: str) -> str:
+    """An object store's error message without its debug dump or the XML body of the
+    server's response (its error code kept)."""
+    text = " ".join(text.strip().split("\n\nDebug source:", 1)[0].split())
+    if "<?xml" in text:
+        head, body = text.split("<?xml", 1)
+        code = re.search(r"<Code>([^<]*)</Code>", body)
+        text = head.rstrip(": ") + (f" ({code.group(1)})" if code else "")
+    return text
+
+
+def _is_range_refusal(error: StoreReadError) -> bool:
+    """Whether a failed ranged read was refused for its range (HTTP 416 from S3, GCS,
+    Azure and HTTP stores; "invalid range" from local ones), as for an empty object."""
+    text = str(error).lower()
+    return "416" in text or "invalidrange" in text or "range was invalid" in text
+
+
 class CountingStore:
     """Wrap an obstore/obspec store and count the requests and bytes read through it.
 
@@ -340,7 +479,9 @@ class CountingStore:
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_PARSE_DEADLINE",
     "normalize_url",
+    "store_read_error",
     "DEFAULT_FIRST_REQUEST",
     "CountingStore",
     "RequestStats",

@@ -201,6 +201,18 @@ def copy_with_attributes(template: ArrayV3Metadata, attributes: dict[str, Any]) 
     return metadata
 
 
+def copy_without_dimension_names(
+    template: ArrayV3Metadata, attributes: dict[str, Any]
+) -> ArrayV3Metadata:
+    """``template`` with ``attributes`` and no dimension names: what VirtualiZarr's
+    ``copy_and_replace_metadata`` makes of it through a JSON round trip, without one."""
+    if not COPY_BY_FIELDS:
+        return dataclasses.replace(template, attributes=dict(attributes), dimension_names=None)
+    metadata = copy_with_attributes(template, attributes)
+    object.__setattr__(metadata, "dimension_names", None)
+    return metadata
+
+
 def array_metadata(
     *,
     shape: tuple[int, ...],

@@ -4,7 +4,8 @@ Commands::
 
     virtualizarr-fill inspect FILE_OR_URL... [--json] [--all-images]
     virtualizarr-fill build FILES_OR_GLOB_OR_URL... --concat-dim DIM [--new-dim] --out DEST
-                      [--workers N] [--dask-scheduler ADDRESS] [--skip-bad] [--overwrite]
+                      [--workers N] [--worker-memory GIB] [--dask-scheduler ADDRESS]
+                      [--skip-bad] [--overwrite]
                       [--kerchunk-format {auto,2,3}]
     virtualizarr-fill verify DEST --against FILES_OR_GLOB_OR_URL... [--concat-dim DIM [--new-dim]]
 
@@ -32,6 +33,11 @@ files), :mod:`._destinations` (Icechunk and kerchunk stores), :mod:`._native` (n
 readers for ``verify``) and :mod:`._errors` (exit codes).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from virtualizarr_fill.cli._errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -42,11 +48,31 @@ from virtualizarr_fill.cli._errors import (
     EXIT_USAGE,
     CliError,
 )
-from virtualizarr_fill.cli._inputs import expand_inputs, registry_for
 from virtualizarr_fill.cli._main import main
-from virtualizarr_fill.cli._parse import ParsedFile, parse_file
-from virtualizarr_fill.cli.inspection import abbreviate_edges
-from virtualizarr_fill.cli.progress import Progress
+
+if TYPE_CHECKING:
+    from virtualizarr_fill.cli._inputs import expand_inputs, registry_for
+    from virtualizarr_fill.cli._parse import ParsedFile, parse_file
+    from virtualizarr_fill.cli.inspection import abbreviate_edges
+    from virtualizarr_fill.cli.progress import Progress
+
+# Imported on first use: the command's entry point must start without them.
+_LAZY = {
+    "ParsedFile": "virtualizarr_fill.cli._parse",
+    "Progress": "virtualizarr_fill.cli.progress",
+    "abbreviate_edges": "virtualizarr_fill.cli.inspection",
+    "expand_inputs": "virtualizarr_fill.cli._inputs",
+    "parse_file": "virtualizarr_fill.cli._parse",
+    "registry_for": "virtualizarr_fill.cli._inputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "EXIT_BAD_INPUT",

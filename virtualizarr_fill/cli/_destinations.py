@@ -12,26 +12,39 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from virtualizarr_fill.cli._errors import EXIT_IO, EXIT_USAGE, CliError
-from virtualizarr_fill.cli._inputs import is_url, local_path, store_prefix, user_path
+from virtualizarr_fill.cli._inputs import is_url, user_path
 
 __all__ = [
     "Destination",
     "create_icechunk_repository",
     "icechunk_module",
     "import_optional",
+    "is_icechunk_repository",
+    "open_icechunk_repository",
     "open_store_group",
 ]
 
 
+#: Suffixes naming kerchunk references; a destination without a suffix, or ending in
+#: ``.icechunk``, is an Icechunk repository.
+_KERCHUNK_SUFFIXES = {".json": "json", ".parquet": "parquet", ".parq": "parquet"}
+
+
 def _destination_kind(text: str) -> str:
-    """``"json"`` or ``"parquet"`` for kerchunk references (named by suffix), else
-    ``"icechunk"``."""
-    lowered = text.lower().rstrip("/")
-    if lowered.endswith(".json"):
-        return "json"
-    if lowered.endswith((".parquet", ".parq")):
-        return "parquet"
-    return "icechunk"
+    """``"json"`` or ``"parquet"`` for kerchunk references, ``"icechunk"`` for an Icechunk
+    repository, named by the suffix; any other suffix (``.zarr``, ``.nc``) is refused
+    rather than guessed."""
+    name = text.rstrip("/").rsplit("/", 1)[-1]
+    suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
+    if suffix in _KERCHUNK_SUFFIXES:
+        return _KERCHUNK_SUFFIXES[suffix]
+    if suffix in ("", ".icechunk"):
+        return "icechunk"
+    raise CliError(
+        f"{text}: unknown store type {suffix!r}; name an Icechunk repository NAME.icechunk "
+        "(or without a suffix) and kerchunk references NAME.json or NAME.parquet",
+        EXIT_USAGE,
+    )
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,9 @@ class Destination:
             return self.local.exists() and (not self.local.is_dir() or any(self.local.iterdir()))
         import icechunk
 
-        return bool(icechunk.Repository.exists(_s3_storage(self.text)))
+        from virtualizarr_fill.writers.repository import storage_for
+
+        return bool(icechunk.Repository.exists(storage_for(self.text)))
 
 
 # --------------------------------------------------------------------------- optional packages
@@ -95,138 +110,54 @@ def icechunk_module() -> Any:
     return icechunk
 
 
-# --------------------------------------------------------------------------- S3
-
-
-def _env(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
-
-
-def _s3_options() -> dict[str, Any]:
-    """S3 endpoint settings from the standard AWS environment variables."""
-    endpoint = _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
-    allow_http = (_env("AWS_ALLOW_HTTP") or "").lower() in ("1", "true", "yes") or bool(
-        endpoint and endpoint.startswith("http://")
-    )
-    return {
-        "region": _env("AWS_REGION", "AWS_DEFAULT_REGION"),
-        "endpoint_url": endpoint,
-        "allow_http": allow_http,
-        "force_path_style": endpoint is not None,
-    }
-
-
-def _s3_storage(url: str) -> Any:
-    import icechunk
-
-    parts = urlsplit(url)
-    options = _s3_options()
-    return icechunk.s3_storage(
-        bucket=parts.netloc,
-        prefix=parts.path.strip("/") or None,
-        region=options["region"],
-        endpoint_url=options["endpoint_url"],
-        allow_http=options["allow_http"],
-        force_path_style=options["force_path_style"],
-        from_env=True,
-    )
-
-
 # --------------------------------------------------------------------------- Icechunk
-
-
-def _container_prefixes(urls: Sequence[str]) -> dict[str, str]:
-    """Virtual chunk container URL prefix -> scheme, covering every input."""
-    prefixes: dict[str, str] = {}
-    local = [p for p in (local_path(u) for u in urls) if p is not None]
-    if local:
-        common = Path(os.path.commonpath([str(p.parent) for p in local]))
-        prefixes[common.as_uri().rstrip("/") + "/"] = "file"
-    for url in urls:
-        scheme = urlsplit(url).scheme
-        if scheme == "file":
-            continue
-        if scheme not in ("s3", "s3a"):
-            raise CliError(
-                f"{url}: Icechunk virtual chunk containers for {scheme}:// inputs are not "
-                "supported by this command; write kerchunk references (--out refs.json)",
-                EXIT_USAGE,
-            )
-        prefixes[store_prefix(url) + "/"] = "s3"
-    return prefixes
-
-
-def _container(prefix: str, scheme: str) -> Any:
-    import icechunk
-
-    if scheme == "file":
-        directory = local_path(prefix)
-        assert directory is not None
-        return icechunk.VirtualChunkContainer(
-            prefix, icechunk.local_filesystem_store(str(directory))
-        )
-    options = _s3_options()
-    store = icechunk.s3_store(
-        region=options["region"],
-        endpoint_url=options["endpoint_url"],
-        allow_http=options["allow_http"],
-        s3_compatible=options["endpoint_url"] is not None,
-        force_path_style=options["force_path_style"],
-    )
-    return icechunk.VirtualChunkContainer(prefix, store)
-
-
-def _credentials(prefixes: dict[str, str]) -> dict[str, Any]:
-    import icechunk
-
-    chosen: dict[str, Any] = {}
-    for prefix, scheme in prefixes.items():
-        if scheme == "file":
-            chosen[prefix] = icechunk.credentials.LocalFileSystemAccess
-        else:
-            chosen[prefix] = icechunk.s3_credentials()
-    return icechunk.containers_credentials(chosen)
 
 
 def create_icechunk_repository(destination: Destination, urls: Sequence[str]) -> Any:
     """A new Icechunk repository at ``destination`` whose virtual chunk containers (and
     their credentials) cover every input URL."""
+    from virtualizarr_fill.errors import UnsupportedFeatureError
+    from virtualizarr_fill.writers.repository import create_repository
+
+    icechunk_module()
+    location = destination.local if destination.local is not None else destination.text
+    try:
+        return create_repository(location, urls)
+    except UnsupportedFeatureError as error:
+        raise CliError(f"{error} (--out refs.json)", EXIT_USAGE) from None
+
+
+def is_icechunk_repository(destination: Destination) -> bool:
+    """Whether an Icechunk repository exists at ``destination``."""
+    from virtualizarr_fill.writers.repository import storage_for
+
     icechunk = icechunk_module()
-    prefixes = _container_prefixes(urls)
-    config = icechunk.RepositoryConfig.default()
-    for prefix, scheme in prefixes.items():
-        config.set_virtual_chunk_container(_container(prefix, scheme))
-    if destination.local is not None:
-        storage = icechunk.local_filesystem_storage(str(destination.local))
-    else:
-        storage = _s3_storage(destination.text)
-    return icechunk.Repository.create(
-        storage, config, authorize_virtual_chunk_access=_credentials(prefixes)
-    )
+    location = destination.local if destination.local is not None else destination.text
+    return bool(icechunk.Repository.exists(storage_for(location)))
+
+
+def open_icechunk_repository(dest: str) -> Any:
+    """An existing Icechunk repository, its virtual chunk containers authorized."""
+    from virtualizarr_fill.writers.repository import open_repository
+
+    icechunk_module()
+    if not is_url(dest) and not Path(dest).expanduser().exists():
+        raise CliError(f"{dest}: no such Icechunk repository", EXIT_IO)
+    local = user_path(dest)
+    return open_repository(local.resolve() if local is not None else dest)
 
 
 # --------------------------------------------------------------------------- reading back
 
 
-def _open_icechunk_group(path_or_url: str) -> Any:
+def _open_icechunk_group(dest: str) -> Any:
     import zarr
 
-    icechunk = icechunk_module()
+    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
 
-    if is_url(path_or_url) and urlsplit(path_or_url).scheme == "s3":
-        storage = _s3_storage(path_or_url)
-    else:
-        local = user_path(path_or_url)
-        assert local is not None
-        storage = icechunk.local_filesystem_storage(str(local.resolve()))
-    config = icechunk.Repository.fetch_config(storage)
-    containers = (config.virtual_chunk_containers or {}) if config is not None else {}
-    prefixes = {prefix: ("file" if prefix.startswith("file://") else "s3") for prefix in containers}
-    repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=_credentials(prefixes))
+    # Reading what build wrote: its arrays may be on rectilinear grids.
+    enable_rectilinear_chunks()
+    repo = open_icechunk_repository(dest)
     return zarr.open_group(repo.readonly_session("main").store, mode="r")
 
 
@@ -250,6 +181,4 @@ def open_store_group(dest: str, urls: Sequence[str]) -> Any:
         if local is None or not local.exists():
             raise CliError(f"{dest}: no such kerchunk references", EXIT_IO)
         return _open_kerchunk_group(str(local), urls)
-    if not is_url(dest) and not Path(dest).expanduser().exists():
-        raise CliError(f"{dest}: no such Icechunk repository", EXIT_IO)
     return _open_icechunk_group(dest)

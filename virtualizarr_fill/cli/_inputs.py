@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "display",
     "expand_inputs",
+    "file_url",
     "is_url",
     "local_path",
     "registry_for",
@@ -38,13 +39,51 @@ def _has_glob(text: str) -> bool:
     return any(c in text for c in _GLOB_CHARS)
 
 
+#: Characters a file URL cannot carry in a path: a URL parser reads what follows ``?``
+#: and ``#`` as a query or a fragment, and ``%`` as the start of an escape (Icechunk
+#: matches its virtual chunk containers on the decoded URL).
+_URL_RESERVED = "#?%"
+
+
+def file_url(path: Path) -> str:
+    """The ``file://`` URL of an absolute path, written raw (``file:///data/a+b/x.tif``).
+
+    Not :meth:`pathlib.Path.as_uri`: its percent-encoding (``%2B`` for ``+``, ``%20`` for
+    a space) is not decoded by obstore's local store nor matched by Icechunk's virtual
+    chunk containers, which take the URL's path as the file's path.
+    """
+    text = str(path)
+    bad = [c for c in _URL_RESERVED if c in text]
+    if bad:
+        raise CliError(
+            f"{text}: a path containing {' or '.join(map(repr, bad))} cannot be referenced "
+            "by URL; rename the file or its directory",
+            EXIT_USAGE,
+        )
+    return "file://" + text
+
+
+def _file_url_path(item: str) -> str:
+    """The path a ``file://`` URL given on the command line names (percent-decoded)."""
+    parts = urlsplit(item)
+    if parts.netloc not in ("", "localhost"):
+        raise CliError(
+            f"{item}: a file URL names an absolute path after three slashes "
+            f"(file:///{parts.netloc}{parts.path})",
+            EXIT_USAGE,
+        )
+    if parts.query or parts.fragment:
+        raise CliError(f"{item}: a file URL cannot have a query or a fragment", EXIT_USAGE)
+    return unquote(parts.path)
+
+
 def _local_inputs(item: str) -> list[str]:
     if _has_glob(item):
         matches = sorted(p for p in glob.glob(os.path.expanduser(item), recursive=True))
         files = [p for p in matches if os.path.isfile(p)]
         if not files:
             raise CliError(f"no files match {item!r}", EXIT_USAGE)
-        return [Path(p).resolve().as_uri() for p in files]
+        return [file_url(Path(p).resolve()) for p in files]
     path = Path(item).expanduser()
     if path.is_dir():
         raise CliError(
@@ -53,10 +92,12 @@ def _local_inputs(item: str) -> list[str]:
         )
     if not path.exists():
         raise CliError(f"{item}: no such file", EXIT_IO)
-    return [path.resolve().as_uri()]
+    return [file_url(path.resolve())]
 
 
 def _remote_inputs(item: str) -> list[str]:
+    if urlsplit(item).scheme == "file":
+        return _local_inputs(_file_url_path(item))
     if not _has_glob(item):
         return [item]
     import obstore
@@ -90,17 +131,19 @@ def expand_inputs(items: Iterable[str]) -> list[str]:
 
 
 def local_path(url: str) -> Path | None:
-    """The local path of a ``file://`` URL (``None`` for other schemes)."""
-    parts = urlsplit(url)
-    if parts.scheme != "file":
+    """The local path of a ``file://`` URL as :func:`file_url` writes it (``None`` for
+    other schemes)."""
+    if not url.startswith("file://"):
         return None
-    return Path(unquote(parts.path))
+    return Path(url.removeprefix("file://"))
 
 
 def user_path(text: str) -> Path | None:
     """The local path a command-line argument names: a path (``~`` expanded) or a
     ``file://`` URL; ``None`` for other URLs."""
-    return local_path(text) if is_url(text) else Path(text).expanduser()
+    if not is_url(text):
+        return Path(text).expanduser()
+    return Path(_file_url_path(text)) if urlsplit(text).scheme == "file" else None
 
 
 def display(url: str) -> str:
@@ -125,7 +168,11 @@ def _store_for(prefix: str) -> Any:
     """The obstore store for ``scheme://netloc`` (cached per process).
 
     Local files use one ``LocalStore``; other schemes are configured by obstore from the
-    environment (``AWS_*`` for S3, ...), as every obstore user's code would be.
+    environment (``AWS_*`` for S3, ...), as every obstore user's code would be, with
+    bounded retries (:data:`virtualizarr_fill.deadlines.RETRY_CONFIG`) instead of
+    obstore's three minutes of them. Client options (timeouts among them) stay the
+    environment's: obstore takes explicit client options instead of, not on top of,
+    those it reads from the environment.
     """
     store = _STORES.get(prefix)
     if store is None:
@@ -136,7 +183,9 @@ def _store_for(prefix: str) -> Any:
         else:
             from obstore.store import from_url
 
-            store = from_url(prefix)
+            from virtualizarr_fill.deadlines import RETRY_CONFIG
+
+            store = from_url(prefix, retry_config=RETRY_CONFIG)
         _STORES[prefix] = store
     return store
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
 import traceback
@@ -21,9 +22,8 @@ from virtualizarr_fill.cli._errors import (
     FileError,
     classify_error,
 )
-from virtualizarr_fill.cli.build import POOL_THRESHOLD, command_build
-from virtualizarr_fill.cli.inspection import command_inspect
-from virtualizarr_fill.cli.verify import command_verify
+from virtualizarr_fill.cli._settings import POOL_THRESHOLD
+from virtualizarr_fill.isolation import DEFAULT_MEMORY_LIMIT
 
 __all__ = ["build_parser", "main"]
 
@@ -79,22 +79,67 @@ def build_parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="virtualize files into one Icechunk/kerchunk store")
     build.add_argument("inputs", nargs="+", metavar="FILES_OR_GLOB_OR_URL")
     build.add_argument(
-        "--concat-dim", required=True, metavar="DIM", help="dimension to concatenate along"
+        "--concat-dim",
+        metavar="DIM",
+        help="dimension to combine the files along, in the order of their DIM coordinate "
+        "(default: one file as it is; several GeoTIFFs as a mosaic)",
     )
     build.add_argument(
         "--new-dim", action="store_true", help="stack the files along a new dimension DIM"
     )
     build.add_argument(
-        "--out", required=True, metavar="DEST", help="Icechunk repository, or *.json / *.parquet"
+        "--mosaic",
+        action="store_true",
+        help="place GeoTIFF tiles on one grid by their georeferencing (the default for "
+        "several georeferenced files without --concat-dim)",
+    )
+    build.add_argument(
+        "--allow-gaps",
+        action="store_true",
+        help="accept files (or tiles) that do not abut; missing parts read as the fill value",
+    )
+    build.add_argument(
+        "--out",
+        required=True,
+        metavar="DEST",
+        help="Icechunk repository (a directory NAME.icechunk or without suffix, or "
+        "s3://bucket/prefix), or kerchunk references NAME.json / NAME.parquet",
+    )
+    build.add_argument(
+        "--append",
+        action="store_true",
+        help="add the files to the Icechunk repository DEST along the dimension it was "
+        "built with, as one commit",
     )
     build.add_argument(
         "--workers",
         type=int,
         metavar="N",
-        help=f"parser processes (default: one per CPU from {POOL_THRESHOLD} files on, "
-        "else parse in this process)",
+        help=f"parser processes, a file that crashes one costing only that file (default: "
+        f"one per CPU from {POOL_THRESHOLD} files on, else 1; 0: parse in this process)",
+    )
+    build.add_argument(
+        "--worker-memory",
+        type=float,
+        default=DEFAULT_MEMORY_LIMIT / 2**30,
+        metavar="GIB",
+        help="address space a parser process may take beyond its start "
+        f"(default: {DEFAULT_MEMORY_LIMIT / 2**30:g} GiB)",
     )
     build.add_argument("--dask-scheduler", metavar="ADDRESS", help="parse on this dask cluster")
+    build.add_argument(
+        "--time-from",
+        metavar="SPEC",
+        help="stack the scenes along 'time', in time order, from: 'datetime' (TIFF DateTime "
+        "tag), 'metadata:NAME' (GDAL metadata item) or a regular expression on the file "
+        r"name, e.g. 'S2_(\d{8})'",
+    )
+    build.add_argument(
+        "--overviews",
+        action="store_true",
+        help="TIFF: the images and their overviews as a multiscale group of levels 0..n "
+        "(each level combined across the files)",
+    )
     build.add_argument(
         "--skip-bad", action="store_true", help="leave out files that cannot be virtualized"
     )
@@ -115,23 +160,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parser_options(build)
     _add_debug(build, argparse.SUPPRESS)
 
-    check = commands.add_parser("verify", help="compare a store with the native readers")
+    check = commands.add_parser(
+        "verify", help="compare a store's decoded values with the native readers'"
+    )
     check.add_argument("dest", metavar="DEST")
     check.add_argument("--against", nargs="+", required=True, metavar="FILES_OR_GLOB_OR_URL")
-    check.add_argument(
-        "--concat-dim", metavar="DIM", help="as given to build (needed for several files)"
-    )
-    check.add_argument("--new-dim", action="store_true", help="as given to build")
-    _add_parser_options(check)
     _add_debug(check, argparse.SUPPRESS)
     return top
 
 
-_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "inspect": command_inspect,
-    "build": command_build,
-    "verify": command_verify,
+# Each command's module is imported when it runs: ``--help`` and usage errors need none
+# of the libraries the commands use.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("virtualizarr_fill.cli.inspection", "command_inspect"),
+    "build": ("virtualizarr_fill.cli.build", "command_build"),
+    "verify": ("virtualizarr_fill.cli.verify", "command_verify"),
 }
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    module, function = _COMMANDS[name]
+    return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
 
 
 def _fail(message: str, code: int) -> int:
@@ -147,10 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
         return int(exit_.code or 0)
-    if args.command == "build" and args.workers is not None and args.workers < 1:
-        return _fail("--workers must be at least 1", EXIT_USAGE)
+    if args.command == "build" and args.workers is not None and args.workers < 0:
+        return _fail("--workers must be 0 or more", EXIT_USAGE)
+    if args.command == "build" and not args.worker_memory > 0:
+        return _fail("--worker-memory must be positive", EXIT_USAGE)
     try:
-        return _COMMANDS[args.command](args)
+        return _command(args.command)(args)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading

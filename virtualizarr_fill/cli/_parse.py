@@ -1,21 +1,27 @@
-"""Parsing input files into virtual datasets: the parser the options configure, the
-decisions, warnings and errors of each file, and parsing many files in parallel."""
+"""Parsing input files: the parser the options configure, the decisions, warnings and
+errors of each file, and parsing many files in worker processes, in batches
+(:mod:`virtualizarr_fill.isolation`: a worker that crashes costs its one file).
+
+What a file's parse sends back is its :class:`~virtualizarr_fill.assemble.FilePart`
+(its manifests and decoded coordinates), not an xarray Dataset: the command combines
+files at the manifest level (:mod:`virtualizarr_fill.assemble`)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import multiprocessing
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from virtualizarr_fill.cli._errors import (
+    EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_IO,
     EXIT_OK,
@@ -25,21 +31,26 @@ from virtualizarr_fill.cli._errors import (
     classify_error,
 )
 from virtualizarr_fill.cli._inputs import display, registry_for
-from virtualizarr_fill.cli.progress import Progress
-from virtualizarr_fill.formats import AutoParser
 from virtualizarr_fill.report import ParseReport, collect
 
 if TYPE_CHECKING:
-    import xarray as xr
+    from virtualizarr_fill.assemble import FilePart
+    from virtualizarr_fill.formats import AutoParser
 
 __all__ = [
+    "WORKER_TIME_LIMIT",
     "ParsedFile",
     "describe_failure",
     "file_error_message",
+    "file_error",
+    "iter_parsed",
     "make_parser",
+    "parse_batch",
     "parse_file",
-    "parse_files",
+    "parser_from_options",
+    "parser_options",
     "recording",
+    "start_workers_early",
     "warning_texts",
 ]
 
@@ -64,12 +75,20 @@ def _options(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
     return options
 
 
-def make_parser(args: argparse.Namespace, **tiff_defaults: Any) -> AutoParser:
-    """The AutoParser configured by ``--tiff-option`` / ``--hdf5-option`` arguments."""
-    from virtualizarr_fill import TIFFParser
-
+def parser_options(
+    args: argparse.Namespace, **tiff_defaults: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The TIFF and HDF5 parser options of ``--tiff-option`` / ``--hdf5-option``
+    arguments (over ``tiff_defaults``)."""
     tiff_options = {**tiff_defaults, **_options(args.tiff_option, "--tiff-option")}
-    hdf5_options = _options(args.hdf5_option, "--hdf5-option")
+    return tiff_options, _options(args.hdf5_option, "--hdf5-option")
+
+
+def parser_from_options(tiff_options: dict[str, Any], hdf5_options: dict[str, Any]) -> AutoParser:
+    """The AutoParser of these TIFF and HDF5 parser options."""
+    from virtualizarr_fill import TIFFParser
+    from virtualizarr_fill.formats import AutoParser
+
     try:
         tiff = TIFFParser(**tiff_options)
         hdf5 = None
@@ -82,6 +101,11 @@ def make_parser(args: argparse.Namespace, **tiff_defaults: Any) -> AutoParser:
     return AutoParser(tiff=tiff, hdf5=hdf5)
 
 
+def make_parser(args: argparse.Namespace, **tiff_defaults: Any) -> AutoParser:
+    """The AutoParser configured by ``--tiff-option`` / ``--hdf5-option`` arguments."""
+    return parser_from_options(*parser_options(args, **tiff_defaults))
+
+
 # --------------------------------------------------------------------------- one file
 
 
@@ -90,7 +114,7 @@ class ParsedFile:
     """The outcome of parsing one file (what a worker sends back)."""
 
     url: str
-    dataset: xr.Dataset | None = None
+    part: FilePart | None = None
     report: ParseReport = field(default_factory=ParseReport)
     warnings: tuple[str, ...] = ()
     error: str | None = None
@@ -140,20 +164,21 @@ def warning_texts(
 
 
 def parse_file(url: str, parser: Any = None) -> ParsedFile:
-    """Parse one file into a virtual dataset, recording decisions, warnings and errors.
+    """Parse one file into its :class:`~virtualizarr_fill.assemble.FilePart`, recording
+    decisions, warnings and errors.
 
     Never raises for a bad file: the error is returned, so that a worker pool can carry
     on (``--skip-bad``) and the caller decides what to do.
     """
+    from virtualizarr_fill.assemble.parts import file_part
+    from virtualizarr_fill.formats import AutoParser
+
     started = time.perf_counter()
     result = ParsedFile(url=url)
     with recording() as (report, caught):
         try:
-            from virtualizarr import open_virtual_dataset
-
-            result.dataset = open_virtual_dataset(
-                url, registry=registry_for([url]), parser=parser or AutoParser()
-            )
+            store = (parser or AutoParser())(url=url, registry=registry_for([url]))
+            result.part = file_part(store)
         except Exception as error:
             result.error, result.exit_code = describe_failure(url, error)
             result.traceback = traceback.format_exc()
@@ -163,37 +188,126 @@ def parse_file(url: str, parser: Any = None) -> ParsedFile:
     return result
 
 
+def parse_batch(urls: Sequence[str], parser: Any = None) -> list[ParsedFile]:
+    """:func:`parse_file` of each URL (one task of a worker process)."""
+    return [parse_file(url, parser) for url in urls]
+
+
 # --------------------------------------------------------------------------- many files
 
 
+#: What a worker needs to parse a file, imported once by the fork server so that every
+#: worker forked from it starts ready.
+_WORKER_PRELOAD = [
+    __name__,
+    "virtualizarr_fill.assemble.parts",
+    "virtualizarr_fill.tiff",
+    "virtualizarr_fill.hdf5",
+]
+
+
 def _forkserver_context() -> Any:
-    # Workers fork from a server that imported this module once: cheap to start, and
-    # unlike plain fork it never copies the parent's object-store or event-loop threads.
+    # Workers fork from a server that imported the parsing stack once: cheap to start,
+    # and unlike plain fork it never copies the parent's object-store or event-loop
+    # threads.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload(_WORKER_PRELOAD)
     return context
 
 
+def start_workers_early() -> None:
+    """Start the fork server now, so that it imports the parsing stack while this
+    process does its own work (expanding inputs, importing what combining takes)."""
+    import multiprocessing.forkserver
+
+    _forkserver_context()
+    multiprocessing.forkserver.ensure_running()
+
+
+#: Seconds one file may take in a worker before the worker is killed and the file
+#: reported (a hang in native code; store waits end sooner, at the parse deadline).
+WORKER_TIME_LIMIT = 600.0
+
+#: Files per task sent to a worker process: enough that handing results over costs
+#: little next to parsing them, few enough that progress moves and work spreads.
+BATCH_FILES = 64
+
+
+def _died(url: str, why: str) -> ParsedFile:
+    return ParsedFile(
+        url=url,
+        error=f"{display(url)}: the worker process parsing it died ({why})",
+        exit_code=EXIT_BAD_INPUT,
+    )
+
+
+def _failed(url: str, error: BaseException) -> ParsedFile:
+    result = ParsedFile(url=url)
+    result.error, result.exit_code = describe_failure(url, error)
+    return result
+
+
+def _batches(urls: Sequence[str], workers: int) -> list[list[str]]:
+    size = max(1, min(BATCH_FILES, -(-len(urls) // (workers * 4))))
+    return [list(urls[i : i + size]) for i in range(0, len(urls), size)]
+
+
 def _run_pool(
-    urls: Sequence[str], parser: Any, workers: int, on_result: Callable[[ParsedFile], bool]
-) -> None:
-    """Parse in a process pool; ``on_result`` returns False to stop early."""
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_forkserver_context()) as pool:
-        pending: set[Future[ParsedFile]] = {pool.submit(parse_file, u, parser) for u in urls}
-        try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    if not on_result(future.result()):
-                        return
-        finally:  # stopped early or failed: drop the files not started yet
-            for other in pending:
-                other.cancel()
+    urls: Sequence[str], parser: Any, workers: int, memory_limit: int | None
+) -> Iterator[ParsedFile]:
+    """Parse in isolated worker processes, batch by batch; a batch whose worker died is
+    parsed again one file per worker, so that only the file that kills it is lost."""
+    from virtualizarr_fill.isolation import isolated_map
+
+    context = _forkserver_context()
+    batches = _batches(urls, workers)
+    outcomes = isolated_map(
+        functools.partial(parse_batch, parser=parser),
+        batches,
+        workers=workers,
+        memory_limit=memory_limit,
+        timeout=WORKER_TIME_LIMIT * BATCH_FILES,
+        context=context,
+    )
+    retry: list[str] = []
+    try:
+        for outcome in outcomes:
+            if outcome.value is not None:
+                yield from outcome.value
+            elif outcome.died is not None and len(outcome.input) > 1:
+                retry.extend(outcome.input)
+            elif outcome.died is not None:
+                yield _died(outcome.input[0], outcome.died)
+            else:
+                assert outcome.error is not None
+                for url in outcome.input:
+                    yield _failed(url, outcome.error)
+    finally:  # stopped early or failed: the workers stop, files not started are dropped
+        outcomes.close()
+    if not retry:
+        return
+    singles = isolated_map(
+        functools.partial(parse_file, parser=parser),
+        retry,
+        workers=workers,
+        memory_limit=memory_limit,
+        timeout=WORKER_TIME_LIMIT,
+        context=context,
+    )
+    try:
+        for single in singles:
+            if single.value is not None:
+                yield single.value
+            elif single.died is not None:
+                yield _died(single.input, single.died)
+            else:
+                assert single.error is not None
+                yield _failed(single.input, single.error)
+    finally:
+        singles.close()
 
 
-def _run_dask(
-    urls: Sequence[str], parser: Any, address: str, on_result: Callable[[ParsedFile], bool]
-) -> None:
+def _run_dask(urls: Sequence[str], parser: Any, address: str) -> Iterator[ParsedFile]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -209,50 +323,41 @@ def _run_dask(
             f"cannot connect to the dask scheduler {address}: {error}", EXIT_IO
         ) from None
     with client:
-        futures = client.map(parse_file, list(urls), parser=parser, pure=False)
-        for future in as_completed(futures):
-            if not on_result(future.result()):
-                client.cancel(futures)
-                return
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        batches = _batches(urls, workers)
+        futures = client.map(parse_batch, batches, parser=parser, pure=False)
+        try:
+            for batch in as_completed(futures, with_results=True):
+                yield from batch[1]
+        finally:
+            client.cancel(futures)
 
 
-def parse_files(
+def iter_parsed(
     urls: Sequence[str],
     parser: Any,
     *,
     workers: int,
     dask_scheduler: str | None,
-    skip_bad: bool,
-    progress: Progress,
-) -> list[ParsedFile]:
-    """Parse every file; results in input order.
+    memory_limit: int | None = None,
+) -> Generator[ParsedFile, None, None]:
+    """Every file's :class:`ParsedFile`, in the order they finish.
 
-    Without ``skip_bad`` the first bad file stops the job with a :class:`CliError`.
+    ``workers`` isolated worker processes parse them in batches, each with
+    ``memory_limit`` bytes of address space beyond its start
+    (:mod:`virtualizarr_fill.isolation`); 0 parses in this process; ``dask_scheduler``
+    parses on a dask cluster instead, in batches.
     """
-    results: dict[str, ParsedFile] = {}
-    failure: list[ParsedFile] = []
-
-    def on_result(result: ParsedFile) -> bool:
-        results[result.url] = result
-        progress.advance()
-        if result.error is not None and not skip_bad:
-            failure.append(result)
-            return False
-        return True
-
     if dask_scheduler:
-        _run_dask(urls, parser, dask_scheduler, on_result)
-    elif workers > 1 and len(urls) > 1:
-        _run_pool(urls, parser, min(workers, len(urls)), on_result)
+        yield from _run_dask(urls, parser, dask_scheduler)
+    elif workers >= 1:
+        yield from _run_pool(urls, parser, min(workers, len(urls)), memory_limit)
     else:
         for url in urls:
-            if not on_result(parse_file(url, parser)):
-                break
-    if failure:
-        raise _file_error(failure[0])
-    return [results[url] for url in urls]
+            yield parse_file(url, parser)
 
 
-def _file_error(result: ParsedFile) -> FileError:
+def file_error(result: ParsedFile) -> FileError:
+    """The error stopping the build at a bad file (without ``--skip-bad``)."""
     hint = "" if result.exit_code == EXIT_INTERNAL else " (use --skip-bad to leave it out)"
     return FileError(f"{result.error}{hint}", result.exit_code, result.traceback)

@@ -1,320 +1,345 @@
-"""``virtualizarr-fill build``: parse files (in parallel when there are many), combine them
-along one dimension and write one Icechunk repository or kerchunk references."""
+"""``virtualizarr-fill build``: parse files (in worker processes when there are many),
+combine them (one file, a series along a dimension, a stack, a GeoTIFF mosaic: see
+:mod:`._combine`) and write one Icechunk repository or kerchunk references, recording
+how (:mod:`._record`); ``--append`` adds files to a repository built this way."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import shutil
-import tempfile
+import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from virtualizarr_fill.cli._combine import Combination, Plan, check_append
 from virtualizarr_fill.cli._destinations import (
     Destination,
-    create_icechunk_repository,
     import_optional,
+    is_icechunk_repository,
+    open_icechunk_repository,
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
-from virtualizarr_fill.cli._parse import ParsedFile, make_parser, parse_files
+from virtualizarr_fill.cli._parse import (
+    file_error,
+    iter_parsed,
+    parser_from_options,
+    parser_options,
+    start_workers_early,
+)
+from virtualizarr_fill.cli._record import BuildRecord, package_version, recorded_inputs
+from virtualizarr_fill.cli._settings import POOL_THRESHOLD
+from virtualizarr_fill.cli._write import (
+    append_icechunk,
+    has_rectilinear,
+    staged,
+    virtual_names,
+    write_icechunk,
+    write_kerchunk,
+)
 from virtualizarr_fill.cli.progress import Progress
-from virtualizarr_fill.errors import UnsupportedFeatureError, VirtualizarrFillError
+from virtualizarr_fill.cli.scenes import check_scene_arguments, scene_parser_options
 from virtualizarr_fill.report import ParseReport
 
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["POOL_THRESHOLD", "combine", "command_build"]
-
-#: Below this many files ``build`` parses in its own process by default: starting worker
-#: processes costs more than parsing a few headers.
-POOL_THRESHOLD = 16
+__all__ = ["command_build"]
 
 
-def combine(
-    datasets: Sequence[xr.Dataset],
-    urls: Sequence[str],
-    dim: str,
-    new_dim: bool,
-    on_fill_conflict: str = "error",
-) -> xr.Dataset:
-    """Concatenate the virtual datasets along ``dim`` (an existing or a new dimension).
+@dataclass
+class _Parsed:
+    """What the parse phase leaves: the files combined, skipped, and their reports."""
 
-    ``on_fill_conflict`` is the rule for files whose fill values differ (see
-    :func:`virtualizarr_fill.concat.fill_conflicts`).
-    """
-    import xarray as xr
-
-    from virtualizarr_fill.concat import fill_conflicts
-
-    for dataset, url in zip(datasets, urls, strict=True):
-        has = dim in dataset.dims
-        if new_dim and has:
-            raise CliError(
-                f"{display(url)}: {dim!r} is already a dimension; drop --new-dim to "
-                "concatenate along it",
-                EXIT_USAGE,
-            )
-        if not new_dim and not has:
-            available = ", ".join(str(d) for d in dataset.dims) or "none"
-            raise CliError(
-                f"{display(url)}: no dimension {dim!r} (dimensions: {available}); use "
-                "--new-dim to stack the files along a new dimension",
-                EXIT_USAGE,
-            )
-    if len(datasets) == 1 and not new_dim:
-        return datasets[0]
-    try:
-        with fill_conflicts(on_fill_conflict):  # type: ignore[arg-type]
-            return xr.combine_nested(
-                list(datasets),
-                concat_dim=dim,
-                data_vars="all" if new_dim else "minimal",
-                coords="minimal",
-                compat="override",
-                join="exact",
-                combine_attrs="drop_conflicts",
-            )
-    except VirtualizarrFillError as error:
-        if "on_conflict" not in str(error):
-            raise
-        raise CliError(
-            f"{error} On the command line: --on-fill-conflict use_first or drop.",
-            EXIT_BAD_INPUT,
-        ) from None
-    except ValueError as error:
-        raise CliError(
-            f"the files cannot be combined along {dim!r}: {error}", EXIT_BAD_INPUT
-        ) from None
-    except NotImplementedError as error:
-        # xarray asks virtual arrays for what only loaded data can do (e.g. casting
-        # when the files' data types differ).
-        raise CliError(
-            f"the files cannot be combined along {dim!r}: they differ in a way virtual "
-            f"references cannot reconcile, such as data types ({error})",
-            EXIT_BAD_INPUT,
-        ) from None
+    used: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    report: ParseReport = field(default_factory=ParseReport)
+    warnings: list[str] = field(default_factory=list)
 
 
-def _is_virtual(variable: Any) -> bool:
-    from virtualizarr.manifests import ManifestArray
-
-    return isinstance(variable.data, ManifestArray)
-
-
-def _virtual_names(dataset: xr.Dataset) -> list[str]:
-    return [str(n) for n, v in dataset.variables.items() if _is_virtual(v)]
+def _default_workers(files: int) -> int:
+    # Always at least one worker process: a file that crashes the parser (in native
+    # code) must cost that file, not the build.
+    return (os.cpu_count() or 1) if files >= POOL_THRESHOLD else 1
 
 
-def _has_rectilinear(dataset: xr.Dataset) -> bool:
-    from zarr.core.metadata.v3 import RegularChunkGridMetadata
+def _import_stack() -> None:
+    import virtualizarr_fill.assemble
+    import virtualizarr_fill.formats
+    import virtualizarr_fill.writers  # noqa: F401
 
-    return any(
-        not isinstance(dataset.variables[n].data.metadata.chunk_grid, RegularChunkGridMetadata)
-        for n in _virtual_names(dataset)
+
+def _parse_into(
+    combination: Combination, urls: Sequence[str], parser: Any, args: argparse.Namespace
+) -> _Parsed:
+    """Parse every file and add it to the combination as it arrives."""
+    outcome = _Parsed()
+    workers = args.workers if args.workers is not None else _default_workers(len(urls))
+    results = iter_parsed(
+        urls,
+        parser,
+        workers=workers,
+        dask_scheduler=args.dask_scheduler,
+        memory_limit=int(args.worker_memory * 2**30),
     )
+    with Progress("parse", len(urls), "files") as progress:
+        try:
+            for result in results:
+                progress.advance()
+                outcome.report.extend(result.report)
+                outcome.warnings.extend(result.warnings)
+                if result.part is None:
+                    if not args.skip_bad:
+                        raise file_error(result)
+                    outcome.skipped.append(str(result.error))
+                    continue
+                combination.add(result.part)
+                outcome.used.append(result.url)
+        finally:
+            results.close()
+    if not outcome.used:
+        raise CliError(f"none of the {len(urls)} files could be virtualized", EXIT_BAD_INPUT)
+    # Workers finish in any order; the files are combined, and recorded, in input order.
+    position = {url: i for i, url in enumerate(urls)}
+    outcome.used.sort(key=position.__getitem__)
+    return outcome
 
 
-def _write_steps(dataset: xr.Dataset) -> list[tuple[str, xr.Dataset]]:
-    """The dataset split for writing one piece at a time (for a meaningful progress bar).
+# --------------------------------------------------------------------------- append
 
-    The first piece holds every coordinate (so the group records which variables are
-    coordinates) and the first data variable; each later piece one data variable alone.
-    """
+
+def _check_append_arguments(args: argparse.Namespace) -> None:
+    given = [
+        flag
+        for flag, value in (
+            ("--concat-dim", args.concat_dim),
+            ("--new-dim", args.new_dim),
+            ("--mosaic", args.mosaic),
+            ("--time-from", args.time_from),
+            ("--overviews", args.overviews),
+            ("--tiff-option", args.tiff_option),
+            ("--hdf5-option", args.hdf5_option),
+            ("--overwrite", args.overwrite),
+            ("--allow-gaps", args.allow_gaps),
+        )
+        if value
+    ]
+    if given:
+        raise CliError(
+            f"--append combines and parses the new files as the repository records; drop "
+            f"{', '.join(given)}",
+            EXIT_USAGE,
+        )
+
+
+def _append_source(destination: Destination) -> tuple[Any, BuildRecord, xr.Dataset]:
+    """The repository to append to, its build record and its dataset."""
     import xarray as xr
 
-    names = [str(n) for n in dataset.data_vars]
-    if not names:
-        return [("coordinates", dataset)]
-    steps = [(names[0], dataset.drop_vars(names[1:]))]
-    for name in names[1:]:
-        steps.append((name, xr.Dataset({name: dataset.variables[name]}, attrs=dataset.attrs)))
-    return steps
+    if destination.kind != "icechunk":
+        raise CliError(
+            f"--out {destination.text}: kerchunk references cannot be appended to; build them "
+            "again from every file, or build an Icechunk repository",
+            EXIT_USAGE,
+        )
+    if not destination.exists() or not is_icechunk_repository(destination):
+        raise CliError(f"--out {destination.text}: no Icechunk repository to append to", EXIT_USAGE)
+    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+
+    enable_rectilinear_chunks()  # the stored arrays may be on rectilinear grids
+    repo = open_icechunk_repository(destination.text)
+    stored = xr.open_zarr(repo.readonly_session("main").store, consolidated=False, zarr_format=3)
+    record = BuildRecord.from_attributes(stored.attrs, destination.text)
+    if record is None:
+        raise CliError(
+            f"--out {destination.text}: not built by '{PROG} build' (it has no build record), "
+            "so the command does not know how to append to it; append in Python with "
+            "virtualizarr_fill.to_icechunk(..., append_dim=DIM)",
+            EXIT_USAGE,
+        )
+    if record.mode not in ("series", "stack"):
+        raise CliError(
+            f"--out {destination.text}: built as a {record.mode}, which has no dimension to "
+            "append along (build with --concat-dim DIM to grow it later); rebuild it with "
+            "every file",
+            EXIT_USAGE,
+        )
+    return repo, record, stored
 
 
-def _write_icechunk(
-    dataset: xr.Dataset, urls: Sequence[str], destination: Destination, message: str
-) -> str:
-    """Write into a new Icechunk repository; the only commit happens at the very end."""
-    repo = create_icechunk_repository(destination, urls)
-    session = repo.writable_session("main")
-    steps = _write_steps(dataset)
-    with Progress("write", len(steps) + 1, "steps") as progress:
-        for index, (_, piece) in enumerate(steps):
-            piece.vz.to_icechunk(session.store, mode="w-" if index == 0 else "a")
-            progress.advance()
-        snapshot = str(session.commit(message))
-        progress.advance()
-    return snapshot
+def _refuse_known(urls: Sequence[str], known: Sequence[str], where: str) -> None:
+    held = set(known)
+    repeated = [u for u in urls if u in held]
+    if repeated:
+        listed = ", ".join(display(u) for u in repeated[:3])
+        more = f" and {len(repeated) - 3} more" if len(repeated) > 3 else ""
+        raise CliError(f"{where} already holds {listed}{more}", EXIT_BAD_INPUT)
 
 
-def _kerchunk_formats(choice: str, dataset: xr.Dataset) -> list[int]:
-    """Zarr formats to try, in order, for kerchunk references."""
-    if choice != "auto":
-        return [int(choice)]
-    # Zarr format 2 references are what most kerchunk readers expect, but only format 3
-    # has rectilinear grids and this package's codecs (truncate, crop, TIFF predictors).
-    return [3] if _has_rectilinear(dataset) else [2, 3]
-
-
-def _write_kerchunk(dataset: xr.Dataset, target: Path, kind: str, choice: str) -> int:
-    """Write kerchunk references to ``target``; returns the Zarr format used."""
-    formats = _kerchunk_formats(choice, dataset)
-    with Progress("write", 1, "steps") as progress:
-        for attempt, zarr_format in enumerate(formats):
-            try:
-                dataset.vz.to_kerchunk(str(target), format=kind, zarr_format=zarr_format)  # type: ignore[call-overload]
-            except (UnsupportedFeatureError, ValueError):
-                # ValueError: numcodecs has no format 2 codec for one of the codecs.
-                if attempt == len(formats) - 1:
-                    raise
-                # What format 2 cannot describe: fall back to format 3 (written afresh).
-                if target.is_dir():
-                    shutil.rmtree(target)
-                target.unlink(missing_ok=True)
-                continue
-            progress.advance()
-            return zarr_format
-    raise AssertionError("unreachable")
-
-
-@contextlib.contextmanager
-def _staged(destination: Destination, overwrite: bool) -> Iterator[Path | None]:
-    """A temporary sibling path to write a local destination into, moved into place only
-    when everything succeeded (so a failed build never leaves something looking complete).
-    """
-    if destination.local is None:
-        yield None
-        return
-    final = destination.local
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
-    target = staging / final.name
-    try:
-        yield target
-        if final.exists() and overwrite:
-            if final.is_dir():
-                shutil.rmtree(final)
-            else:
-                final.unlink()
-        elif final.is_dir():  # an empty directory given as the destination
-            final.rmdir()
-        os.replace(target, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+# --------------------------------------------------------------------------- summary
 
 
 def _chunk_count(dataset: xr.Dataset) -> int:
     return sum(
         sum(1 for _ in dataset.variables[n].data.manifest.iter_nonempty_paths())
-        for n in _virtual_names(dataset)
+        for n in virtual_names(dataset)
     )
 
 
 def _array_summary(dataset: xr.Dataset, name: str) -> str:
     variable = dataset.variables[name]
     shape = "x".join(str(n) for n in variable.shape) or "scalar"
-    if not _is_virtual(variable):
+    if name not in virtual_names(dataset[[name]] if name in dataset.data_vars else dataset):
         return f"{name} {shape} {variable.dtype} (loaded)"
     from virtualizarr_fill.grid import edge_handling_of
 
     metadata = variable.data.metadata
-    kind = "rectilinear" if _has_rectilinear(dataset[[name]]) else "regular"
+    kind = "rectilinear" if has_rectilinear(dataset[[name]]) else "regular"
     handling = edge_handling_of(metadata.codecs).name.lower()
     extra = f", {handling}" if handling != "none" else ""
     return f"{name} {shape} {variable.dtype} ({kind} grid{extra})"
 
 
+def _how_to_open(destination: Destination, urls: Sequence[str]) -> list[str]:
+    """Lines saying what a reader authorizes and a snippet that opens the result."""
+    if destination.kind == "icechunk":
+        from virtualizarr_fill.writers.repository import container_prefixes
+
+        containers = ", ".join(container_prefixes(urls))
+        return [
+            f"  containers: {containers} (virtual chunk containers a reader authorizes)",
+            "  open with: import virtualizarr_fill; "
+            f"ds = virtualizarr_fill.open_icechunk({destination.text!r})",
+        ]
+    return [
+        "  open with: import virtualizarr_fill; "
+        f"ds = virtualizarr_fill.open_kerchunk({destination.text!r})"
+    ]
+
+
 def _print_summary(
     written: str,
-    parsed: Sequence[ParsedFile],
-    skipped: Sequence[ParsedFile],
+    parsed: _Parsed,
     dataset: xr.Dataset,
     timings: dict[str, float],
-    combine_warnings: Sequence[str],
+    notes: Sequence[str],
+    how_to_open: Sequence[str],
 ) -> None:
-    report = ParseReport()
-    for result in parsed:
-        report.extend(result.report)
+    report = parsed.report
     lines = [f"wrote {written}"]
-    lines.append(f"  files:     {len(parsed)} virtualized, {len(skipped)} skipped")
+    lines.append(f"  files:     {len(parsed.used)} virtualized, {len(parsed.skipped)} skipped")
     names = [str(n) for n in dataset.variables]
     lines.append(f"  arrays:    {len(names)}")
     lines.extend(f"    {_array_summary(dataset, n)}" for n in names)
     lines.append(f"  chunks:    {_chunk_count(dataset)} referenced")
     lines.append(f"  refusals:  {len(report.refusals)}")
     lines.extend(f"    {display(r.url)}: {r.name}: {r.reason}" for r in report.refusals)
-    warned = [w for r in parsed for w in r.warnings] + list(dict.fromkeys(combine_warnings))
+    warned = list(dict.fromkeys([*parsed.warnings, *notes]))
     if warned:
         lines.append(f"  warnings:  {len(warned)}")
         lines.extend(f"    {w}" for w in warned)
-    if skipped:
-        lines.append(f"  skipped files ({len(skipped)}):")
-        lines.extend(f"    {r.error}" for r in skipped)
+    if parsed.skipped:
+        lines.append(f"  skipped files ({len(parsed.skipped)}):")
+        lines.extend(f"    {error}" for error in parsed.skipped)
+    lines.extend(how_to_open)
     times = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
     lines.append(f"  time:      {times}")
     print("\n".join(lines), flush=True)
 
 
-def _default_workers(files: int) -> int:
-    return (os.cpu_count() or 1) if files >= POOL_THRESHOLD else 1
+# --------------------------------------------------------------------------- the command
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    if args.dask_scheduler and args.workers is not None:
+        raise CliError("--workers and --dask-scheduler exclude each other", EXIT_USAGE)
+    if args.append:
+        _check_append_arguments(args)
+    else:
+        check_scene_arguments(args)
 
 
 def command_build(args: argparse.Namespace) -> int:
+    _check_arguments(args)
+    if args.overviews:
+        from virtualizarr_fill.cli.build_multiscales import command_build_multiscales
+
+        return command_build_multiscales(args)
     started = time.perf_counter()
+    if args.workers != 0 and not args.dask_scheduler:
+        # The fork server imports the parsing stack while this process imports what
+        # choosing, combining and writing take: on two cores, at the same time.
+        start_workers_early()
+    threading.Thread(target=_import_stack, daemon=True).start()
     destination = Destination.parse(args.out)
-    if args.dask_scheduler and args.workers is not None:
-        raise CliError("--workers and --dask-scheduler exclude each other", EXIT_USAGE)
-    if destination.exists() and not (args.overwrite and destination.local is not None):
+    repo = stored = None
+    known: list[str] = []
+    if args.append:
+        repo, record, stored = _append_source(destination)
+        known = recorded_inputs(repo)
+        plan = Plan(record.mode, record.dim, record.allow_gaps, record.on_fill_conflict)
+        tiff_options, hdf5_options = record.tiff_options, record.hdf5_options
+    elif destination.exists() and not (args.overwrite and destination.local is not None):
         raise CliError(
-            f"--out {args.out}: already exists (use --overwrite to replace a local one)",
+            f"--out {args.out}: already exists (use --overwrite to replace a local one, "
+            "or --append to add files to a repository)",
             EXIT_USAGE,
         )
     urls = expand_inputs(args.inputs)
-    parser = make_parser(args)
-    workers = args.workers if args.workers is not None else _default_workers(len(urls))
-    with Progress("parse", len(urls), "files") as progress:
-        results = parse_files(
-            urls,
-            parser,
-            workers=workers,
-            dask_scheduler=args.dask_scheduler,
-            skip_bad=args.skip_bad,
-            progress=progress,
-        )
-    parsed = [r for r in results if r.dataset is not None]
-    skipped = [r for r in results if r.dataset is None]
-    if not parsed:
-        raise CliError(f"none of the {len(urls)} files could be virtualized", EXIT_BAD_INPUT)
+    if args.append:
+        _refuse_known(urls, known, destination.text)
+    else:
+        plan = Plan.from_args(args, len(urls))
+        tiff_options, hdf5_options = parser_options(args, **scene_parser_options(args))
+    parser = parser_from_options(tiff_options, hdf5_options)
+
+    combination = Combination(plan, urls)
+    parsed = _parse_into(combination, urls, parser, args)
     parse_done = time.perf_counter()
-    datasets = [r.dataset for r in parsed if r.dataset is not None]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        combined = combine(
-            datasets, [r.url for r in parsed], args.concat_dim, args.new_dim, args.on_fill_conflict
-        )
-    combine_warnings = [str(w.message) for w in caught]
+        combined = combination.result()
+    notes = [str(w.message) for w in caught]
+    plan = combination.plan
     combine_done = time.perf_counter()
-    used = [r.url for r in parsed]
-    message = f"{PROG} build: {len(used)} files along {args.concat_dim!r}"
-    with _staged(destination, args.overwrite) as target:
-        if destination.kind == "icechunk":
-            staged = Destination(destination.text, "icechunk", target)
-            snapshot = _write_icechunk(combined, used, staged, message)
-            written = f"Icechunk repository {destination.text} (snapshot {snapshot})"
-        else:
-            assert target is not None
-            import_optional("kerchunk", "kerchunk")
-            zarr_format = _write_kerchunk(combined, target, destination.kind, args.kerchunk_format)
-            written = (
-                f"kerchunk {destination.kind} references {destination.text} "
-                f"(Zarr format {zarr_format})"
-            )
+
+    all_inputs = [*known, *parsed.used]
+    record = BuildRecord(
+        mode=plan.mode,
+        dim=plan.dim,
+        allow_gaps=plan.allow_gaps,
+        on_fill_conflict=plan.on_fill_conflict,
+        tiff_options=tiff_options,
+        hdf5_options=hdf5_options,
+        version=package_version(),
+    ).with_inputs(all_inputs)
+    along = "as a mosaic" if plan.mode == "mosaic" else f"along {plan.dim!r}" if plan.dim else ""
+    message = f"{PROG} build: {len(parsed.used)} files {along}".rstrip()
+    if args.append:
+        assert stored is not None and plan.dim is not None
+        check_append(stored, combined, plan, destination.text)
+        message = f"{PROG} build --append: {len(parsed.used)} files {along}"
+        snapshot = append_icechunk(combined, parsed.used, repo, plan.dim, message, record)
+        written = f"Icechunk repository {destination.text} (snapshot {snapshot}, appended)"
+    else:
+        with staged(destination, args.overwrite) as target:
+            if destination.kind == "icechunk":
+                staged_to = Destination(destination.text, "icechunk", target)
+                snapshot = write_icechunk(combined, parsed.used, staged_to, message, record)
+                written = f"Icechunk repository {destination.text} (snapshot {snapshot})"
+            else:
+                assert target is not None
+                import_optional("kerchunk", "kerchunk")
+                zarr_format = write_kerchunk(
+                    combined, target, destination.kind, args.kerchunk_format, record
+                )
+                written = (
+                    f"kerchunk {destination.kind} references {destination.text} "
+                    f"(Zarr format {zarr_format})"
+                )
     finished = time.perf_counter()
     timings = {
         "parse": parse_done - started,
@@ -322,5 +347,6 @@ def command_build(args: argparse.Namespace) -> int:
         "write": finished - combine_done,
         "total": finished - started,
     }
-    _print_summary(written, parsed, skipped, combined, timings, combine_warnings)
+    how = _how_to_open(destination, all_inputs)
+    _print_summary(written, parsed, combined, timings, notes, how)
     return EXIT_OK

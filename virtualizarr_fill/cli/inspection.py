@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from virtualizarr_fill.cli._errors import EXIT_OK
+from virtualizarr_fill.cli._errors import EXIT_OK, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs, registry_for
 from virtualizarr_fill.cli._parse import describe_failure, make_parser, recording, warning_texts
 from virtualizarr_fill.formats import detect_format
@@ -332,11 +332,20 @@ def _format_or_unknown(url: str) -> str:
 
 
 def command_inspect(args: argparse.Namespace) -> int:
-    urls = expand_inputs(args.inputs)
     parser = make_parser(args, tree=args.all_images)
     entries: list[dict[str, Any]] = []
     status = EXIT_OK
-    for url in urls:
+    urls: list[str] = []
+    for item in args.inputs:  # a missing file is reported in its place, the rest inspected
+        try:
+            urls.extend(expand_inputs([item]))
+        except CliError as error:
+            status = max(status, error.exit_code)
+            entry = {"url": item, "format": "unknown", "error": str(error)}
+            entries.append(entry)
+            if not args.json:
+                print("\n".join(render_inspection(entry)), flush=True)
+    for url in dict.fromkeys(urls):
         try:
             entry = inspect_file(url, parser)
         except Exception as error:

@@ -1,280 +1,348 @@
-"""``virtualizarr-fill verify``: read every value of a store back and compare it with what
-the native readers (tifffile, h5py) return from the original files."""
+"""``virtualizarr-fill verify``: read a store back the way its users read it and compare
+every variable of every given file with what the field's reader of that file returns.
+
+1. The store is opened with xarray's Zarr backend, CF-decoded (:mod:`._verify_store`);
+   its build record says how the files are parsed (the recorded parser options) and,
+   for a multiscale group, which levels to check.
+2. Each file is parsed again and placed in the store by its coordinates
+   (:mod:`._verify_placement`): a file that is not where its coordinates say, or not in
+   the store at all, is a mismatch.
+3. Each variable is compared, block by block, with its native reader's values
+   (:mod:`._native`, :mod:`._verify_compare`).
+
+Output: a ``MISMATCH`` line per file or variable that differs (with the first differing
+element), an ``UNVERIFIED`` line per variable whose native reader failed, then
+``verified N arrays of M files: all equal`` (or ``K mismatches``, ``U unverified``); the
+exit code is 0 when everything is equal, 1 otherwise.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from virtualizarr_fill.cli._destinations import open_store_group
-from virtualizarr_fill.cli._errors import (
-    EXIT_MISMATCH,
-    EXIT_OK,
-    EXIT_USAGE,
-    CliError,
-    FileError,
-    classify_error,
-)
+from virtualizarr_fill.cli._errors import EXIT_MISMATCH, EXIT_OK, FileError
 from virtualizarr_fill.cli._inputs import display, expand_inputs, registry_for
-from virtualizarr_fill.cli._native import Block, hdf5_blocks, tiff_blocks
-from virtualizarr_fill.cli._parse import file_error_message, make_parser
+from virtualizarr_fill.cli._native import TIFF_NATIVE, open_native
+from virtualizarr_fill.cli._parse import describe_failure, parser_from_options
+from virtualizarr_fill.cli._verify_compare import (
+    Comparison,
+    compare,
+    decoding_difference,
+    packed_in_float32,
+)
+from virtualizarr_fill.cli._verify_placement import (
+    CombinedOrder,
+    Misplaced,
+    Placement,
+    SizesOf,
+    place,
+    store_sizes,
+)
+from virtualizarr_fill.cli._verify_store import StoreLevel, VerifiedStore, open_verified_store
 from virtualizarr_fill.cli.progress import Progress
-from virtualizarr_fill.formats import AutoParser, FileFormat, detect_format
 
 if TYPE_CHECKING:
-    import xarray as xr
+    from virtualizarr_fill.assemble import FilePart
 
-__all__ = ["command_verify", "verify"]
+__all__ = ["command_verify"]
 
 
 @dataclass
-class _Check:
-    """Outcome of comparing one variable of one file."""
+class _File:
+    """One given file, parsed: its part for each level of the store."""
 
-    name: str
     url: str
-    values: int = 0
-    mismatched: int = 0
-    first: str = ""
-    problem: str | None = None  # a reason the comparison could not be made
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None and self.mismatched == 0
+    tiff: bool
+    parts: dict[str | None, FilePart]
 
 
-def _array_dims(array: Any) -> tuple[str, ...] | None:
-    names = getattr(array.metadata, "dimension_names", None)
-    if names:
-        return tuple(str(n) for n in names)
-    stored = array.attrs.get("_ARRAY_DIMENSIONS")
-    return tuple(stored) if stored else None
+@dataclass
+class _Task:
+    """One variable of one file to compare."""
+
+    file: _File
+    level: StoreLevel
+    name: str
+    placement: Placement
 
 
-def _comparable(values: np.ndarray) -> np.ndarray:
-    values = np.asarray(values)
-    if values.dtype.kind == "S":
-        return np.char.decode(values, "utf-8", "replace")
-    if values.dtype.kind == "O":
-        return (
-            np.vectorize(
-                lambda v: v.decode("utf-8", "replace") if isinstance(v, bytes) else v,
-                otypes=[object],
-            )(values)
-            if values.size
-            else values
-        )
-    return values
+@dataclass
+class _Report:
+    """What ``verify`` found."""
+
+    lines: list[str] = field(default_factory=list)
+    mismatches: int = 0
+    unverified: int = 0
+    compared: int = 0
+    not_compared: set[str] = field(default_factory=set)
+    #: Variables of the files the store does not hold (dropped when it was built).
+    not_stored: set[str] = field(default_factory=set)
+
+    def problem(self, url: str, text: str) -> None:
+        self.mismatches += 1
+        self.lines.append(f"MISMATCH {display(url)}: {text}")
+
+    def cannot_compare(self, url: str, text: str) -> None:
+        self.unverified += 1
+        self.lines.append(f"UNVERIFIED {display(url)}: {text}")
+
+    def verdict(self) -> str:
+        if not self.lines:
+            return "all equal"
+        counts = []
+        if self.mismatches:
+            counts.append(f"{self.mismatches} mismatch{'es' if self.mismatches > 1 else ''}")
+        if self.unverified:
+            counts.append(f"{self.unverified} unverified")
+        return ", ".join(counts)
 
 
-def _differences(stored: np.ndarray, native: np.ndarray) -> np.ndarray:
-    """Boolean mask of differing elements (NaN equals NaN)."""
-    stored, native = _comparable(stored), _comparable(native)
-    different = np.asarray(stored != native)
-    if stored.dtype.kind in "fc" and native.dtype.kind in "fc":
-        different &= ~(np.isnan(stored) & np.isnan(native))
-    return different
+# --------------------------------------------------------------------------- parsing
 
 
-@dataclass(frozen=True)
-class _Placement:
-    """Where one file's variable lies in the stored array."""
+def _level_parts(store: Any, levels: Sequence[str | None]) -> dict[str | None, FilePart]:
+    """The file's part of each level (its root group when the store has no levels)."""
+    from virtualizarr_fill.assemble.parts import file_part
+    from virtualizarr_fill.manifests.store import FileManifestStore
 
-    file_dims: tuple[str, ...]
-    store_dims: tuple[str, ...]
-    concat_dim: str | None
-    offset: int
-    new_dim_index: int | None
+    if levels == [None]:
+        return {None: file_part(store)}
+    parts: dict[str | None, FilePart] = {}
+    for name in levels:
+        group = store._group.groups.get(name)
+        if group is not None:
+            level = FileManifestStore(group, registry=store._registry, url=store.url)
+            parts[name] = file_part(level)
+    return parts
 
-    def store_selection(self, selection: tuple[slice, ...]) -> tuple[Any, ...]:
-        by_dim = dict(zip(self.file_dims, selection, strict=True))
-        result: list[Any] = []
-        for dim in self.store_dims:
-            if self.new_dim_index is not None and dim == self.concat_dim:
-                result.append(self.new_dim_index)
+
+def _parser(store: VerifiedStore) -> Any:
+    """The parser as the build configured it (its recorded options)."""
+    record = store.record
+    if record is None:
+        return parser_from_options({}, {})
+    return parser_from_options(record.tiff_options, record.hdf5_options)
+
+
+def _parse_file(url: str, parser: Any, levels: Sequence[str | None]) -> _File:
+    from virtualizarr_fill.formats import FileFormat, detect_format
+
+    registry = registry_for([url])
+    with warnings.catch_warnings():
+        # The parser's warnings were the build's to report.
+        warnings.simplefilter("ignore")
+        tiff = detect_format(url, registry) is FileFormat.TIFF
+        return _File(url, tiff, _level_parts(parser(url=url, registry=registry), levels))
+
+
+def _parse(urls: Sequence[str], parser: Any, levels: Sequence[str | None]) -> list[_File]:
+    files: list[_File] = []
+    with Progress("parse", len(urls), "files") as progress:
+        for url in urls:
+            try:
+                files.append(_parse_file(url, parser, levels))
+            except Exception as error:
+                message, code = describe_failure(url, error)
+                raise FileError(message, code, traceback.format_exc()) from None
+            progress.advance()
+    return files
+
+
+class _Sizes:
+    """The dimension lengths of the files, at each level: of the given files, and of
+    the other files the store was built from, parsed when a file without coordinate
+    values needs them to be placed."""
+
+    def __init__(self, files: Sequence[_File], parser: Any, levels: Sequence[str | None]):
+        self._parser = parser
+        self._levels = levels
+        self._known: dict[str, _File | None] = {f.url: f for f in files}
+
+    def at(self, level: str | None) -> SizesOf:
+        def sizes(url: str) -> dict[str, int] | None:
+            if url not in self._known:
+                try:
+                    self._known[url] = _parse_file(url, self._parser, self._levels)
+                except Exception:  # gone or unreadable: the caller says what it needs
+                    self._known[url] = None
+            found = self._known[url]
+            part = None if found is None else found.parts.get(level)
+            return None if part is None else part.sizes()
+
+        return sizes
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _comparable(file: _File, part: FilePart, name: str) -> bool:
+    """Whether a native reader has a counterpart of the file's variable ``name``."""
+    if not file.tiff:
+        return True
+    if name == "band_data":
+        return isinstance(part.attributes.get("tiff_ifd", 0), int)
+    return name in TIFF_NATIVE
+
+
+def _plan(
+    files: Sequence[_File],
+    store: VerifiedStore,
+    order: CombinedOrder,
+    all_sizes: _Sizes,
+    report: _Report,
+) -> list[_Task]:
+    tasks: list[_Task] = []
+    for level in store.levels:
+        prefix = "" if level.name is None else f"level {level.name}: "
+        sizes = all_sizes.at(level.name)
+        for file in files:
+            part = file.parts.get(level.name)
+            if part is None:
+                report.problem(file.url, f"{prefix}the file has no such level")
                 continue
-            part = by_dim[dim]
-            if dim == self.concat_dim:
-                part = slice(part.start + self.offset, part.stop + self.offset)
-            result.append(part)
-        return tuple(result)
+            names = list(part.arrays)
+            present = [n for n in names if n in level.decoded.variables]
+            report.not_stored.update(level.label(n) for n in names if n not in present)
+            if not present:
+                report.problem(file.url, f"{prefix}none of its variables is in the store")
+                continue
+            try:
+                placement = place(
+                    file.url,
+                    part.sizes(),
+                    part.coords,
+                    store_sizes(present, level.decoded),
+                    level.coordinate,
+                    order,
+                    sizes,
+                )
+            except Misplaced as misplaced:
+                report.problem(file.url, f"{prefix}{misplaced}")
+                continue
+            for name in present:
+                if _comparable(file, part, name):
+                    tasks.append(_Task(file, level, name, placement))
+                else:
+                    report.not_compared.add(level.label(name))
+    return tasks
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _native_options(file: _File, level: StoreLevel, store: VerifiedStore) -> dict[str, Any]:
+    part = file.parts[level.name]
+    if file.tiff:
+        ifd = part.attributes.get("tiff_ifd", 0)
+        if level.name is not None:  # a multiscale level: GDAL's overviews
+            return {"overview": int(level.name) - 1 if level.name != "0" else None}
+        return {"tiff_ifd": ifd if isinstance(ifd, int) else 0}
+    group = store.record.hdf5_options.get("group") if store.record is not None else None
+    return {"hdf5_group": group, "dims": part.dims}
+
+
+def _outcome(report: _Report, task: _Task, comparison: Comparison) -> None:
+    label = task.level.label(task.name)
+    if comparison.unverified is not None:
+        report.cannot_compare(task.file.url, f"{label}: {comparison.unverified}")
+        return
+    report.compared += 1
+    if comparison.problem is not None:
+        report.problem(task.file.url, f"{label}: {comparison.problem}")
+    elif comparison.mismatched:
+        report.problem(
+            task.file.url,
+            f"{label}: {comparison.mismatched} of {comparison.values} values differ; "
+            f"{comparison.first}",
+        )
+
+
+def _compare_level(tasks: Sequence[_Task], store: VerifiedStore, report: _Report) -> None:
+    """Compare the tasks of one file and level, its native reader opened once."""
+    first = tasks[0]
+    options = _native_options(first.file, first.level, store)
+    with contextlib.ExitStack() as stack:
+        try:
+            native = stack.enter_context(open_native(first.file.url, first.file.tiff, **options))
+        except Exception as error:
+            reason = f"its native reader cannot open it ({type(error).__name__}: {error})"
+            for task in tasks:
+                _outcome(report, task, Comparison(unverified=reason))
+            return
+        for task in tasks:
+            variable = native.variable(task.name)
+            if variable is None:  # e.g. x and y of an image GDAL sees no geotransform in
+                report.not_compared.add(task.level.label(task.name))
+                continue
+            dataset = task.level.decoded if native.decoded else task.level.raw
+            stored = dataset.variables[task.name]
+            raw = native.raw_variable(task.name)
+            try:
+                if raw is not None and packed_in_float32(variable.encoding, stored):
+                    difference = decoding_difference(variable.encoding, stored.encoding)
+                    if difference is not None:
+                        comparison = Comparison(problem=difference)
+                    else:
+                        raw_stored = task.level.raw.variables[task.name]
+                        comparison = compare(raw, raw_stored, task.placement)
+                else:
+                    comparison = compare(variable, stored, task.placement)
+            except Exception as error:
+                comparison = Comparison(
+                    unverified=f"could not compare ({type(error).__name__}: {error})"
+                )
+            _outcome(report, task, comparison)
 
 
 def _compare(
-    check: _Check,
-    array: Any,
-    placement: _Placement,
-    blocks: Iterator[Block],
+    files: Sequence[_File], tasks: Sequence[_Task], store: VerifiedStore, report: _Report
 ) -> None:
-    for selection, native in blocks:
-        where = placement.store_selection(selection)
-        stored = np.asarray(array[where])
-        native = np.asarray(native)
-        check.values += native.size
-        if stored.shape != native.shape:
-            check.problem = f"block {where}: store shape {stored.shape}, native {native.shape}"
-            return
-        different = _differences(stored, native)
-        count = int(np.count_nonzero(different))
-        if count and not check.first:
-            local = tuple(int(i) for i in np.argwhere(different)[0])
-            position = [
-                (w.start + i) if isinstance(w, slice) else w
-                for w, i in zip(where, _expand(local, where), strict=True)
-            ]
-            check.first = (
-                f"first at {tuple(position)}: store {_scalar(stored[local])}, "
-                f"native {_scalar(native[local])}"
-            )
-        check.mismatched += count
-
-
-def _scalar(value: Any) -> str:
-    return repr(np.asarray(value).tolist())
-
-
-def _expand(local: tuple[int, ...], where: tuple[Any, ...]) -> tuple[int, ...]:
-    """Block indices aligned with a selection whose integer entries removed an axis."""
-    values = iter(local)
-    return tuple(0 if not isinstance(w, slice) else next(values) for w in where)
-
-
-@dataclass
-class _FileLayout:
-    url: str
-    file_format: FileFormat
-    dataset: xr.Dataset
-
-
-def _verify_layouts(urls: Sequence[str], parser: AutoParser) -> list[_FileLayout]:
-    from virtualizarr import open_virtual_dataset
-
-    layouts: list[_FileLayout] = []
-    with Progress("parse", len(urls), "files") as progress, warnings.catch_warnings():
+    by_file: dict[str, dict[str | None, list[_Task]]] = {f.url: {} for f in files}
+    for task in tasks:
+        by_file[task.file.url].setdefault(task.level.name, []).append(task)
+    with Progress("verify", len(files), "files") as progress, warnings.catch_warnings():
+        # rioxarray warns about images without georeferencing; xarray about decoding
+        # choices. The values are what is compared.
         warnings.simplefilter("ignore")
-        for url in urls:
-            registry = registry_for([url])
-            try:
-                file_format = detect_format(url, registry)
-                dataset = open_virtual_dataset(
-                    url, registry=registry, parser=parser, loadable_variables=[]
-                )
-            except Exception as error:
-                raise FileError(
-                    file_error_message(url, error), classify_error(error), traceback.format_exc()
-                ) from None
-            layouts.append(_FileLayout(url, file_format, dataset))
+        for levels in by_file.values():
+            for level_tasks in levels.values():
+                _compare_level(level_tasks, store, report)
             progress.advance()
-    return layouts
 
 
-def _native_blocks(layout: _FileLayout, name: str) -> Callable[[], Iterator[Block]] | None:
-    """Block reader of the native counterpart of variable ``name``, or ``None``."""
-    if layout.file_format is FileFormat.TIFF:
-        if name != "band_data":
-            return None
-        ifd = layout.dataset.attrs.get("tiff_ifd", 0)
-        if not isinstance(ifd, int):
-            return None
-        return lambda: tiff_blocks(layout.url, ifd)
-    return lambda: hdf5_blocks(layout.url, name)
+# --------------------------------------------------------------------------- the command
 
 
-def _expected_length(layouts: Sequence[_FileLayout], name: str, dim: str) -> int:
-    return sum(
-        int(layout.dataset.variables[name].sizes[dim])
-        for layout in layouts
-        if name in layout.dataset.variables and dim in layout.dataset.variables[name].dims
-    )
-
-
-def verify(
-    group: Any, layouts: Sequence[_FileLayout], concat_dim: str | None, new_dim: bool
-) -> tuple[list[_Check], list[str]]:
-    """Compare every variable of every file with the store; returns checks and skipped names."""
-    checks: list[_Check] = []
-    unchecked: list[str] = []
-    offsets: dict[str, int] = {}
-    stored_names = {str(name) for name in group.array_keys()}
-    tasks = sum(len(layout.dataset.variables) for layout in layouts)
-    with Progress("verify", tasks, "arrays") as progress:
-        for index, layout in enumerate(layouts):
-            for name in (str(n) for n in layout.dataset.variables):
-                progress.advance()
-                variable = layout.dataset.variables[name]
-                file_dims = tuple(str(d) for d in variable.dims)
-                check = _Check(name=name, url=layout.url)
-                if name not in stored_names:
-                    check.problem = "missing from the store"
-                    checks.append(check)
-                    continue
-                array = group[name]
-                store_dims = _array_dims(array) or file_dims
-                along = concat_dim is not None and concat_dim in store_dims
-                if not along and index > 0:
-                    continue  # not concatenated: the store holds the first file's values
-                reader = _native_blocks(layout, name)
-                if reader is None:
-                    if index == 0:
-                        unchecked.append(name)
-                    continue
-                offset = offsets.get(name, 0) if along and not new_dim else 0
-                placement = _Placement(
-                    file_dims=file_dims,
-                    store_dims=store_dims,
-                    concat_dim=concat_dim if along else None,
-                    offset=offset,
-                    new_dim_index=index if along and new_dim else None,
-                )
-                if along and not new_dim and concat_dim is not None:
-                    offsets[name] = offset + int(variable.sizes[concat_dim])
-                    expected = _expected_length(layouts, name, concat_dim)
-                    actual = int(array.shape[store_dims.index(concat_dim)])
-                    if actual != expected:
-                        check.problem = (
-                            f"store has {actual} along {concat_dim!r}, the files {expected}"
-                        )
-                        checks.append(check)
-                        continue
-                try:
-                    _compare(check, array, placement, reader())
-                except Exception as error:
-                    check.problem = f"could not compare: {type(error).__name__}: {error}"
-                checks.append(check)
-    return checks, unchecked
+def _order(urls: Sequence[str], store: VerifiedStore) -> CombinedOrder:
+    if store.inputs:
+        return CombinedOrder(list(store.inputs), recorded=True)
+    return CombinedOrder(list(urls), recorded=False)
 
 
 def command_verify(args: argparse.Namespace) -> int:
     urls = expand_inputs(args.against)
-    if len(urls) > 1 and not args.concat_dim:
-        raise CliError("--concat-dim is needed to verify against several files", EXIT_USAGE)
-    if args.new_dim and not args.concat_dim:
-        raise CliError("--new-dim needs --concat-dim", EXIT_USAGE)
-    group = open_store_group(args.dest, urls)
-    layouts = _verify_layouts(urls, make_parser(args))
-    checks, unchecked = verify(group, layouts, args.concat_dim, args.new_dim)
-    bad = [c for c in checks if not c.ok]
-    for check in bad:
-        where = display(check.url)
-        if check.problem is not None:
-            print(f"UNVERIFIED {check.name} from {where}: {check.problem}")
-        else:
-            print(
-                f"MISMATCH {check.name} from {where}: {check.mismatched} of {check.values} "
-                f"values differ; {check.first}"
-            )
-    values = sum(c.values for c in checks)
-    summary = (
-        f"verified {len(checks)} array(s) from {len(layouts)} file(s), {values} values: "
-        f"{len(checks) - len(bad)} matched, {len(bad)} did not"
-    )
-    if unchecked:
-        summary += f"; not compared (no native counterpart): {', '.join(sorted(set(unchecked)))}"
-    print(summary)
-    return EXIT_OK if not bad else EXIT_MISMATCH
+    store = open_verified_store(args.dest, urls)
+    parser = _parser(store)
+    levels = [level.name for level in store.levels]
+    files = _parse(urls, parser, levels)
+    report = _Report()
+    sizes = _Sizes(files, parser, levels)
+    tasks = _plan(files, store, _order(urls, store), sizes, report)
+    _compare(files, tasks, store, report)
+    for line in report.lines:
+        print(line)
+    if report.not_compared:
+        listed = ", ".join(sorted(report.not_compared))
+        print(f"not compared (no native reader): {listed}")
+    if report.not_stored:
+        print(f"not in the store: {', '.join(sorted(report.not_stored))}")
+    if store.record is not None and store.record.inputs and store.record.inputs != len(urls):
+        print(f"note: the store was built from {store.record.inputs} files; {len(urls)} given")
+    print(f"verified {report.compared} arrays of {len(files)} files: {report.verdict()}")
+    return EXIT_OK if not report.lines else EXIT_MISMATCH

@@ -49,7 +49,25 @@ def _parse_stored_shape(value: object) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class CropCodec(EdgeCodec):
-    """Bytes->bytes codec that crops a chunk stored at ``stored_shape`` to its logical shape."""
+    """Bytes->bytes codec that crops a chunk stored at ``stored_shape`` to its logical shape.
+
+    On decode, a buffer of ``stored_shape`` (in storage order) is viewed as that array and
+    its leading corner of the chunk's logical shape is kept: right where the padding lies
+    inside the rows (an edge tile padded in x, an HDF5 chunk padded along an inner axis),
+    where cutting the buffer's tail would return wrong values. A buffer of the logical
+    size passes through; any other size raises
+    :class:`~virtualizarr_fill.errors.ChunkSizeMismatchError`. Encode is a no-op.
+
+    It sits right after the ``bytes`` codec, as
+    :class:`~virtualizarr_fill.codecs.truncate.TruncateCodec` does. JSON form:
+    ``{"name": "virtualizarr_fill.crop", "configuration": {"stored_shape": [10, 180, 360]}}``.
+
+    Parameters
+    ----------
+    stored_shape
+        Shape of the stored (padded) chunks, in storage order: the order the ``bytes``
+        codec sees, after any transposes.
+    """
 
     stored_shape: tuple[int, ...]
 

@@ -23,7 +23,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import imagecodecs
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
@@ -63,7 +62,26 @@ def _block_sizes(nelements: int, block: int) -> list[int]:
 
 @dataclass(frozen=True)
 class HDF5BitshuffleCodec(BytesBytesCodec):
-    """Decode (and encode) chunks of HDF5's bitshuffle filter."""
+    """Decode (and encode) chunks of HDF5's bitshuffle filter (id 32008).
+
+    The filter bit-transposes a chunk block by block, optionally compressing each block,
+    in a framing of its own (a header, then one length-prefixed record per block, then
+    the ``n % 8`` trailing elements verbatim). JSON form: ``{"name":
+    "virtualizarr_fill.hdf5_bitshuffle", "configuration": {"elementsize": 4,
+    "blocksize": 0, "compression": "lz4"}}``.
+
+    Parameters
+    ----------
+    elementsize
+        Bytes per element of the dataset's data type.
+    blocksize
+        Elements per block, a multiple of 8; 0 (default) for the bitshuffle library's
+        default block size.
+    compression
+        How each block is compressed: ``"none"`` (default), ``"lz4"`` or ``"zstd"``.
+    level
+        Zstandard level used on encode (0: the library's default); decoding ignores it.
+    """
 
     is_fixed_size = False
     elementsize: int
@@ -109,6 +127,7 @@ class HDF5BitshuffleCodec(BytesBytesCodec):
 
     def decode_bytes(self, data: bytes | memoryview) -> bytes:
         """Decode one stored chunk."""
+        import imagecodecs
         size = self.elementsize
         if self.compression == "none":
             if len(data) % size:
@@ -167,6 +186,7 @@ class HDF5BitshuffleCodec(BytesBytesCodec):
 
     def encode_bytes(self, data: bytes | memoryview) -> bytes:
         """Encode one chunk as the HDF5 filter writes it."""
+        import imagecodecs
         size = self.elementsize
         if len(data) % size:
             raise ValueError(f"{len(data)} bytes is not a whole number of {size}-byte elements")

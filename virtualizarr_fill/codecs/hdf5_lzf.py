@@ -15,7 +15,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import imagecodecs
 import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
@@ -57,6 +56,7 @@ class HDF5LZFCodec(BytesBytesCodec):
 
     def decode_bytes(self, data: Any) -> bytes:
         """Decode one stored chunk (any bytes-like object)."""
+        import imagecodecs
         decoded = imagecodecs.lzf_decode(
             np.frombuffer(data, dtype=np.uint8), header=False, out=self.nbytes
         )
@@ -71,6 +71,7 @@ class HDF5LZFCodec(BytesBytesCodec):
         return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
 
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        import imagecodecs
         encoded = imagecodecs.lzf_encode(chunk_bytes.as_numpy_array(), header=False)
         return chunk_spec.prototype.buffer.from_bytes(bytes(encoded))
 

@@ -52,7 +52,19 @@ def shuffle(data: bytes | memoryview, elementsize: int) -> bytes:
 
 @dataclass(frozen=True)
 class HDF5ShuffleCodec(BytesBytesCodec):
-    """Byte shuffle with HDF5's handling of a trailing partial element."""
+    """Byte shuffle with HDF5's handling of a trailing partial element (filter id 2).
+
+    Used where a file shuffles after a filter that changes the length (after deflate or
+    fletcher32): the bytes of ``nbytes // elementsize`` elements are transposed and the
+    ``nbytes % elementsize`` remaining bytes stay in place, which numcodecs' shuffle
+    refuses. JSON form: ``{"name": "virtualizarr_fill.hdf5_shuffle", "configuration":
+    {"elementsize": 4}}``.
+
+    Parameters
+    ----------
+    elementsize
+        Bytes per element the filter transposes (the dataset's item size).
+    """
 
     is_fixed_size = True
     elementsize: int
@@ -75,7 +87,7 @@ class HDF5ShuffleCodec(BytesBytesCodec):
         return unshuffle(data, self.elementsize)
 
     # Synchronous too: without it zarr (and the manifest read pipeline) hand every
-    # chunk of a chain holding this codec to the event loop, 50 times slower.
+    # chunk of a chain holding this codec to the event loop, far slower.
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return chunk_spec.prototype.buffer.from_bytes(
             self.decode_bytes(chunk_bytes.as_numpy_array())

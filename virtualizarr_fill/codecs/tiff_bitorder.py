@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import imagecodecs
 import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
@@ -33,12 +32,18 @@ TIFF_BITORDER_CODEC_NAME = "virtualizarr_fill.tiff_bitorder"
 
 def reverse_bits(data: bytes | np.ndarray) -> bytes:
     """Every byte of ``data`` with its bit order reversed (an involution)."""
+    import imagecodecs
     return bytes(imagecodecs.bitorder_decode(np.frombuffer(bytes(data), dtype=np.uint8)))
 
 
 @dataclass(frozen=True)
 class TiffBitorderCodec(BytesBytesCodec):
-    """Bytes->bytes codec reversing the bit order of every byte (decode and encode)."""
+    """Bytes->bytes codec reversing the bit order of every byte (decode and encode).
+
+    For TIFF files with FillOrder=2 (tag 266: the least significant bit of each byte
+    first). It takes no parameters; JSON form: ``{"name":
+    "virtualizarr_fill.tiff_bitorder", "configuration": {}}``.
+    """
 
     is_fixed_size = True
 

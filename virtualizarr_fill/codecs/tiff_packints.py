@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import imagecodecs
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
@@ -51,6 +50,7 @@ def unpack_rows(
 
     One bit per sample (masks, bilevel images) is unpacked by NumPy: imagecodecs takes
     three times as long for a 64x64 mask tile, as long as inflating it."""
+    import imagecodecs
     width = row_bytes(bitspersample, runlen)
     needed = rows * width
     if isinstance(data, np.ndarray):
@@ -85,7 +85,24 @@ def pack_rows(values: np.ndarray, bitspersample: int, runlen: int) -> bytes:
 
 @dataclass(frozen=True)
 class TiffPackintsCodec(ArrayBytesCodec):
-    """Array->bytes codec for TIFF samples packed below a byte boundary."""
+    """Array->bytes codec for TIFF samples packed below a byte boundary.
+
+    Samples of fewer than 8 bits (1-bit masks, 2- and 4-bit palette images) and of 9 to
+    15 bits (12-bit data) are packed most significant bit first, every row starting on a
+    byte boundary. Decode unpacks a decompressed segment into unsigned integers of the
+    array's data type; a segment stored with more rows than the chunk (a padded last
+    strip) decodes to its first rows. JSON form: ``{"name":
+    "virtualizarr_fill.tiff_packints", "configuration": {"bitspersample": 4,
+    "runlen": 1024}}``.
+
+    Parameters
+    ----------
+    bitspersample
+        Bits per sample, 1 to 32 (the BitsPerSample tag).
+    runlen
+        Samples per packed row: the stored segment width times the samples per pixel in
+        the segment.
+    """
 
     is_fixed_size = False
 

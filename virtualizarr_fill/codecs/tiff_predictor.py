@@ -3,7 +3,9 @@
 TIFF writers may difference samples along each row before compressing:
 
 * **Predictor 2** (horizontal differencing): each integer sample minus the same sample
-  of the previous pixel, in the sample's own integer arithmetic (wrapping).
+  of the previous pixel, in the sample's own integer arithmetic (wrapping). libtiff, and
+  so GDAL, difference floating-point samples the same way, as the unsigned integers of
+  their bits (not their values, as tifffile does).
 * **Predictor 3** (floating-point, Adobe Photoshop TIFF technical note 3): each row's
   values are split into byte planes, most significant byte first, and the bytes are
   differenced with a distance of one pixel.
@@ -14,8 +16,9 @@ transpose), so a truncate or crop codec can still sit directly after ``bytes``::
     [TransposeCodec((1, 2, 0)), TiffPredictorCodec(predictor=2, axis=-2),
      BytesCodec(endian="big"), TruncateCodec(), Zlib()]
 
-Predictor 2 undoes differencing on the decoded integers, which the ``bytes`` codec has
-already put into native byte order, so it is right for either file byte order.
+Predictor 2 undoes differencing on the decoded integers (or the bits of decoded floats),
+which the ``bytes`` codec has already put into native byte order, so it is right for
+either file byte order, as libtiff swaps the bytes of each sample before accumulating.
 Predictor 3 works on raw bytes: the ``bytes`` codec only reinterprets them, so the codec
 re-serialises the array in that codec's byte order (``endian``) to recover the stored
 bytes before undoing the shuffle; the resulting values do not depend on the file's
@@ -38,7 +41,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import imagecodecs
 import numpy as np
 from zarr.abc.codec import ArrayArrayCodec
 from zarr.core.common import JSON, parse_named_configuration
@@ -67,10 +69,23 @@ def _check_config(predictor: int, axis: int, endian: str) -> None:
 
 
 def _check_dtype(predictor: int, dtype: np.dtype) -> None:
-    if predictor == 2 and dtype.kind not in "iu":
-        raise ValueError(f"TIFF predictor 2 needs integer samples, got {dtype}")
+    if predictor == 2 and not (dtype.kind in "iu" or dtype in _FLOAT_BITS):
+        raise ValueError(f"TIFF predictor 2 needs integer or float samples, got {dtype}")
     if predictor == 3 and dtype.kind != "f":
         raise ValueError(f"TIFF predictor 3 needs floating-point samples, got {dtype}")
+
+
+#: The unsigned integers whose arithmetic predictor 2 uses on each float type's bits.
+_FLOAT_BITS = {np.dtype(f"f{n}"): np.dtype(f"u{n}") for n in (2, 4, 8)}
+_FLOAT_BITS.update({t.newbyteorder(">"): u for t, u in list(_FLOAT_BITS.items())})
+_FLOAT_BITS.update({t.newbyteorder("<"): u for t, u in list(_FLOAT_BITS.items())})
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    """Native-order ``values`` as the integers predictor 2 differences (floats: their
+    bits as unsigned integers of the same width, sharing the memory)."""
+    unsigned = _FLOAT_BITS.get(values.dtype)
+    return values if unsigned is None else values.view(unsigned)
 
 
 def _stored_bytes_view(values: np.ndarray, endian: str) -> np.ndarray:
@@ -94,12 +109,15 @@ def undo_predictor(
     holds the items in the order the decoder takes and is writable, it is decoded in
     place instead of in a copy (a caller that owns a freshly decoded buffer saves a
     copy of every byte)."""
+    import imagecodecs
     _check_dtype(predictor, values.dtype)
     if predictor == 2:
         data = values
         if not (overwrite and _in_place(values) and values.dtype.isnative):
             data = np.array(values, dtype=values.dtype.newbyteorder("="), copy=True)
-        return np.asarray(imagecodecs.delta_decode(data, axis=axis, out=data))
+        integers = _bits(data)
+        imagecodecs.delta_decode(integers, axis=axis, out=integers)
+        return data
     raw = _stored_bytes_view(values, endian)
     # ``raw`` shares ``values``' memory exactly when no byte swap or copy was needed.
     if not (overwrite and _in_place(values) and np.may_share_memory(raw, values)):
@@ -113,17 +131,39 @@ def _in_place(values: np.ndarray) -> bool:
 
 def apply_predictor(values: np.ndarray, predictor: int, axis: int, endian: str) -> np.ndarray:
     """Encode one chunk in storage order (inverse of :func:`undo_predictor`)."""
+    import imagecodecs
     _check_dtype(predictor, values.dtype)
     native = np.array(values, dtype=values.dtype.newbyteorder("="), copy=True)
     if predictor == 2:
-        return np.asarray(imagecodecs.delta_encode(native, axis=axis))
+        encoded = np.asarray(imagecodecs.delta_encode(_bits(native), axis=axis))
+        return encoded.view(native.dtype)
     raw = np.asarray(imagecodecs.floatpred_encode(native, axis=axis))
     return _as_stored_values(raw, endian)
 
 
 @dataclass(frozen=True)
 class TiffPredictorCodec(ArrayArrayCodec):
-    """Array->array codec undoing TIFF predictor 2 or 3 along ``axis`` (storage order)."""
+    """Array->array codec undoing TIFF predictor 2 or 3 along ``axis`` (storage order).
+
+    Predictor 2 (horizontal differencing) is undone on the integers the ``bytes`` codec
+    decoded (on the bits of floating-point samples, as libtiff and GDAL difference
+    them); predictor 3 (floating point) on the stored byte planes, which the codec
+    recovers by serialising the array in ``endian`` order. It sits before the ``bytes``
+    codec, so a truncate or crop codec can follow that one directly. JSON form:
+    ``{"name": "virtualizarr_fill.tiff_predictor", "configuration": {"predictor": 2,
+    "axis": -1, "endian": "little"}}``.
+
+    Parameters
+    ----------
+    predictor
+        The TIFF Predictor tag: 2 (horizontal differencing) or 3 (floating point).
+    axis
+        The row axis (x) in storage order: -1, or -2 for pixel-interleaved samples (the
+        last axis then holds the samples of one pixel, differenced independently).
+    endian
+        Byte order of the ``bytes`` codec that follows: ``"little"`` (default) or
+        ``"big"``.
+    """
 
     is_fixed_size = True
 
@@ -161,7 +201,11 @@ class TiffPredictorCodec(ArrayArrayCodec):
     ) -> None:
         if len(shape) < -self.axis:
             raise ValueError(f"axis {self.axis} does not exist in a {len(shape)}-d array")
-        _check_dtype(self.predictor, np.dtype(dtype.to_native_dtype()))
+        native = np.dtype(dtype.to_native_dtype())
+        # zarr also validates every codec against the array's own data type: a complex
+        # array reaches predictor 2 as integer words (virtualizarr_fill.complex_int).
+        if not (self.predictor == 2 and native.kind == "c"):
+            _check_dtype(self.predictor, native)
 
     def resolve_metadata(self, chunk_spec: ArraySpec) -> ArraySpec:
         return chunk_spec

@@ -71,6 +71,12 @@ class TruncateCodec(EdgeCodec):
     Decode: a buffer longer than ``prod(chunk_spec.shape) * item_size`` is cut to that
     length; an equal or shorter buffer, or a variable-length data type, passes through.
     Encode is a no-op: padding on write is the writer's concern.
+
+    Right only where the logical chunk is a prefix of the stored bytes in storage order
+    (a TIFF strip padded with rows, an HDF5 chunk padded along its first axis);
+    :class:`~virtualizarr_fill.codecs.crop.CropCodec` handles padding inside the rows.
+    It sits right after the ``bytes`` codec and before any compressor. It takes no
+    parameters; JSON form: ``{"name": "virtualizarr_fill.truncate", "configuration": {}}``.
     """
 
     @classmethod

@@ -81,7 +81,7 @@ def default_fill_value(dtype: Any) -> FillScalar:
 
 @functools.lru_cache(maxsize=256)
 def _default_fill_value(dtype: np.dtype[Any]) -> FillScalar:
-    # zarr's data-type lookup walks its registry (~0.3 ms), once per dtype is enough;
+    # zarr's data-type lookup walks its whole registry: once per dtype is enough;
     # numpy scalars are immutable, so sharing the result is safe.
     scalar: Any = get_data_type_from_native_dtype(dtype).default_scalar()
     return scalar

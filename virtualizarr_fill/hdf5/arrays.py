@@ -86,6 +86,7 @@ from virtualizarr_fill.hdf5.vlen_descriptors import (
     unfiltered,
 )
 from virtualizarr_fill.hdf5.vlen_descriptors import table as descriptor_table
+from virtualizarr_fill.manifests import FillManifestArray
 
 _log = logging.getLogger(__name__)
 
@@ -436,7 +437,7 @@ class _ArrayBuilder:
             validate_paths=False,
             inlined=inlined,
         )
-        return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+        return FillManifestArray(metadata=metadata, chunkmanifest=manifest)
 
     def build_virtual(self, attributes: dict[str, Any]) -> ManifestArray:
         """A virtual dataset (VDS): references into its source datasets."""
@@ -454,7 +455,7 @@ class _ArrayBuilder:
             stored = int(np.count_nonzero(manifest._lengths))
             grid = _grid_shape(self.shape, chunks)
             metadata = self._metadata_factory(attributes, chunks, codecs)(stored < math.prod(grid))
-            return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+            return FillManifestArray(metadata=metadata, chunkmanifest=manifest)
 
         return build_virtual_array(self.dataset, self.dcpl, self.target, self.context, finish)
 

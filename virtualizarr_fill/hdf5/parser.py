@@ -30,7 +30,6 @@ from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
-from virtualizarr_fill._vz_adapter import FileManifestStore
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
 from virtualizarr_fill.hdf5.arrays import ArrayContext, DatasetRefused, Target, build_array
 from virtualizarr_fill.hdf5.attrs import AttributeWarning, convert_attributes
@@ -42,6 +41,7 @@ from virtualizarr_fill.hdf5.session import (
     superblock_sizes,
 )
 from virtualizarr_fill.hdf5.walk import ObjectNames, SkippedLinkWarning, Walker, member_names
+from virtualizarr_fill.manifests import FileManifestStore
 
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CHUNKS = 1 << 22  # about 170 MB of dense manifest at the limit
@@ -66,6 +66,14 @@ class SkippedDatasetWarning(UserWarning):
 
 class HDF5Parser:
     """Create a VirtualiZarr ``ManifestStore`` from an HDF5 or netCDF-4 file.
+
+    Called as ``parser(url, registry)``, it reads the file's metadata and chunk indexes
+    and returns a :class:`~virtualizarr_fill.manifests.FileManifestStore`: one array per
+    dataset, with its filters as Zarr codecs, its header fill value as the Zarr
+    ``fill_value``, its attributes (``_FillValue`` encoded as xarray expects), and
+    dimension names from netCDF dimension scales (``phony_dim_N`` where a dataset has
+    none). Groups become groups, for :func:`virtualizarr.open_virtual_datatree`. Edge
+    chunks, which HDF5 stores padded, keep a regular grid in a single file.
 
     Parameters
     ----------
@@ -99,6 +107,23 @@ class HDF5Parser:
         warning naming it (a :class:`SkippedLinkWarning` for links, a
         :class:`SkippedDatasetWarning` for datasets), whatever the registry could
         reach. ``"allow"``: any file the registry resolves.
+
+    Raises
+    ------
+    virtualizarr_fill.NotHDF5Error
+        The object is not an HDF5 file (netCDF-3 files included).
+    virtualizarr_fill.CorruptFileError
+        The file's metadata or chunk index is damaged or truncated.
+    ValueError
+        ``group`` names no group of the file.
+
+    Examples
+    --------
+    >>> registry = ObjectStoreRegistry({"file://": LocalStore()})
+    >>> vds = open_virtual_dataset("file:///data/t2m.nc", registry=registry,
+    ...                            parser=HDF5Parser(drop_variables=["lat_bnds"]))
+    >>> tree = open_virtual_datatree("file:///data/granule.h5", registry=registry,
+    ...                              parser=HDF5Parser(on_unsupported="raise"))
     """
 
     def __init__(

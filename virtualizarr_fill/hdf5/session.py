@@ -32,7 +32,7 @@ from virtualizarr_fill.hdf5.vlen_descriptors import (
     attribute_data,
     from_bytes,
 )
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io import StoreFile, resolve
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: libhdf5's default limit on soft and external links followed in one lookup.
@@ -141,7 +141,7 @@ class FileSession:
     def open(self, url: str) -> tuple[h5py.File, HDF5File]:
         if url in self.files:
             return self.files[url]
-        store, path = self.registry.resolve(url)
+        store, path = resolve(self.registry, url)
         reader = HDF5File(store, path, **self.reader_options)
         head = reader.read_range(0, 8)
         version = _netcdf3_version(head)

@@ -22,7 +22,7 @@ from zarr.core.group import GroupMetadata
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
 from virtualizarr_fill import zarr_metadata
-from virtualizarr_fill._vz_adapter import install as install_vz_adapter
+from virtualizarr_fill.manifests import FillManifestArray
 from virtualizarr_fill.tiff import caches
 from virtualizarr_fill.zarr_metadata import (
     CHUNK_KEY_ENCODING,
@@ -60,10 +60,8 @@ def array_metadata(
 
 
 def manifest_array(array_metadata: ArrayV3Metadata, manifest: ChunkManifest) -> ManifestArray:
-    """A ManifestArray for regular and rectilinear chunk grids (the latter via the adapter)."""
-    if not isinstance(array_metadata.chunk_grid, RegularChunkGridMetadata):
-        install_vz_adapter()
-    return ManifestArray(metadata=array_metadata, chunkmanifest=manifest)
+    """A :class:`~virtualizarr_fill.manifests.FillManifestArray` (any chunk grid)."""
+    return FillManifestArray(metadata=array_metadata, chunkmanifest=manifest)
 
 
 def copied_array(array: ManifestArray) -> ManifestArray:
@@ -72,7 +70,7 @@ def copied_array(array: ManifestArray) -> ManifestArray:
     other's alone)."""
     metadata = copy_with_attributes(array.metadata, json_copy(array.metadata.attributes))
     if not _ARRAY_STATE_IS_METADATA_AND_MANIFEST:
-        return ManifestArray(metadata=metadata, chunkmanifest=array.manifest)
+        return FillManifestArray(metadata=metadata, chunkmanifest=array.manifest)
     # ``array`` passed ManifestArray's checks with the same manifest, grid and class;
     # only the attributes differ, which the checks never read.
     copy: ManifestArray = object.__new__(type(array))
@@ -300,7 +298,7 @@ def inlined_array(
     little = values.dtype.newbyteorder("<")
     data = np.ascontiguousarray(values, dtype=little).tobytes()
     metadata = _inlined_metadata(values.dtype.newbyteorder("="), values.shape, tuple(dims))
-    return ManifestArray(
+    return FillManifestArray(
         metadata=copy_with_attributes(metadata, attributes or {}),
         chunkmanifest=(
             _shared_manifest(data, values.ndim)

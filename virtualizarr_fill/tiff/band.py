@@ -84,10 +84,11 @@ def _derive(
     chain = codecs_map.codec_chain(
         page,
         layout,
-        sample.dtype,
+        sample.stored_dtype,
         endian,  # type: ignore[arg-type]
         source,
         packed_bits=sample.bits if sample.packed else None,
+        decoded_dtype=sample.dtype,
     )
     attributes = array_attributes(
         page,

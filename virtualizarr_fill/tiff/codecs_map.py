@@ -7,8 +7,9 @@ so a reader process that never imports this package decodes the arrays:
   zarr) for Deflate;
 * ``imagecodecs_*`` codecs from the ``imagecodecs-zarr`` package for LZW, PackBits, LZMA,
   JPEG, JPEG 2000, JPEG XL, WebP, PNG and LERC;
-* this package's ``virtualizarr_fill.tiff_predictor`` and ``virtualizarr_fill.tiff_bitorder``
-  where no existing codec does what TIFF needs (see those modules).
+* this package's ``virtualizarr_fill.tiff_predictor``, ``virtualizarr_fill.tiff_bitorder``
+  and ``virtualizarr_fill.complex_int`` where no existing codec does what TIFF needs (see
+  those modules).
 
 Image codecs (JPEG, WebP, ...) are array->bytes codecs that decode whole images; like
 libtiff and tifffile, predictors and FillOrder are ignored with them.
@@ -16,20 +17,18 @@ libtiff and tifffile, predictors and FillOrder are ignored with them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 from zarr.codecs import BytesCodec, TransposeCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
-from zarr.registry import register_codec
 
-from virtualizarr_fill.codecs.tiff_bitorder import TIFF_BITORDER_CODEC_NAME, TiffBitorderCodec
-from virtualizarr_fill.codecs.tiff_packints import TIFF_PACKINTS_CODEC_NAME, TiffPackintsCodec
-from virtualizarr_fill.codecs.tiff_predictor import TIFF_PREDICTOR_CODEC_NAME, TiffPredictorCodec
+from virtualizarr_fill.codecs.complex_int import ComplexIntCodec, component_type_of
+from virtualizarr_fill.codecs.tiff_bitorder import TiffBitorderCodec
+from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
+from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
 from virtualizarr_fill.errors import UnsupportedFeatureError
 
 if TYPE_CHECKING:
@@ -67,20 +66,6 @@ LERC_PARAMETERS_TAG = 50674
 # Photometric values that matter for JPEG colour conversion.
 _MINISBLACK, _RGB, _SEPARATED, _YCBCR = 1, 2, 5, 6
 
-# imagecodecs-zarr class for every imagecodecs_* codec name emitted here.
-_IMAGECODECS_CLASSES = {
-    "imagecodecs_lzw": "Lzw",
-    "imagecodecs_packbits": "Packbits",
-    "imagecodecs_lzma": "Lzma",
-    "imagecodecs_jpeg": "Jpeg",
-    "imagecodecs_jpeg2k": "Jpeg2k",
-    "imagecodecs_jpegxl": "Jpegxl",
-    "imagecodecs_webp": "Webp",
-    "imagecodecs_png": "Png",
-    "imagecodecs_lerc": "Lerc",
-}
-
-
 _EXACT_ARGUMENT_TYPES = frozenset({str, int, bytes, bool, tuple, type(None)})
 
 
@@ -114,41 +99,6 @@ def _imagecodecs_zarr() -> Any:
             "TIFF image codecs need the 'imagecodecs-zarr' package"
         ) from error
     return module
-
-
-def pin_imagecodecs_implementations() -> None:
-    """Make zarr resolve ``imagecodecs_*`` names to imagecodecs-zarr's codec classes.
-
-    Other packages (virtual-tiff) register different classes under the same names; zarr
-    then warns and picks one arbitrarily. Pinning only happens where a name is claimed
-    by more than one class and the user has not configured it already.
-    """
-    from zarr.registry import _codec_registries
-
-    module = _imagecodecs_zarr()
-    settings: dict[str, str] = {}
-    for name, class_name in _IMAGECODECS_CLASSES.items():
-        cls = getattr(module, class_name)
-        qualname = f"{cls.__module__}.{cls.__qualname__}"
-        registry = _codec_registries.get(name)
-        if registry is not None:
-            with contextlib.suppress(Exception):  # a broken third-party entry point
-                registry.lazy_load()
-        if registry is None or qualname not in registry:
-            register_codec(name, cls)
-            registry = _codec_registries[name]
-        configured = zarr.config.get("codecs", {}).get(name)
-        if len(registry) > 1 and configured is None:
-            settings[f"codecs.{name}"] = qualname
-    if settings:
-        zarr.config.set(settings)
-
-
-def register_tiff_codecs() -> None:
-    """Register this package's TIFF codecs in-process (entry points do it for readers)."""
-    register_codec(TIFF_PREDICTOR_CODEC_NAME, TiffPredictorCodec)
-    register_codec(TIFF_BITORDER_CODEC_NAME, TiffBitorderCodec)
-    register_codec(TIFF_PACKINTS_CODEC_NAME, TiffPackintsCodec)
 
 
 @dataclass
@@ -288,7 +238,8 @@ def predictor_codec(
         return None
     if predictor not in (2, 3):
         raise UnsupportedFeatureError(f"{source}: Predictor={predictor} is not supported")
-    if predictor == 2 and dtype.kind not in "iu":
+    # libtiff differences floating-point samples as the integers of their bits.
+    if predictor == 2 and dtype.kind not in "iuf":
         raise UnsupportedFeatureError(
             f"{source}: horizontal differencing (Predictor=2) on {dtype} samples"
         )
@@ -298,6 +249,18 @@ def predictor_codec(
         )
     axis = -2 if layout.pixel_interleaved else -1
     return _shared(TiffPredictorCodec, predictor=predictor, axis=axis, endian=endian)  # type: ignore[no-any-return]
+
+
+def _complex_int_codec(
+    decoded_dtype: np.dtype, endian: Endian, predictor: TiffPredictorCodec | None
+) -> ComplexIntCodec:
+    """The codec splitting complex-integer words (see its module for ``real_part``:
+    libtiff undoes horizontal differencing on whole words, in the machine's order)."""
+    differenced = predictor is not None and predictor.predictor == 2
+    real_part = "low" if endian == "little" or differenced else "high"
+    return _shared(  # type: ignore[no-any-return]
+        ComplexIntCodec, component_type=component_type_of(decoded_dtype), real_part=real_part
+    )
 
 
 def is_image_compression(page: TiffPage) -> bool:
@@ -313,10 +276,13 @@ def codec_chain(
     source: str,
     *,
     packed_bits: int | None = None,
+    decoded_dtype: np.dtype | None = None,
 ) -> CodecChain:
     """The full codec chain for one IFD, without any edge (truncate/crop) codec.
 
-    ``packed_bits`` is the BitsPerSample of samples packed below byte size.
+    ``dtype`` is the type of the stored samples; ``packed_bits`` is the BitsPerSample of
+    samples packed below byte size; ``decoded_dtype`` the complex type of
+    complex-integer samples, whose stored words ``dtype`` is.
     """
     image_codec, decompressors = compression_codecs(page, source)
     chain = CodecChain(array_array=transpose_for(layout), compression=int(page.compression))
@@ -337,6 +303,8 @@ def codec_chain(
         )
     else:
         predictor = predictor_codec(page, layout, dtype, endian, source)
+        if decoded_dtype is not None and decoded_dtype != dtype:
+            chain.array_array.append(_complex_int_codec(decoded_dtype, endian, predictor))
         if predictor is not None:
             chain.array_array.append(predictor)
         chain.array_bytes = _shared(BytesCodec, endian=endian if dtype.itemsize > 1 else None)
@@ -353,8 +321,6 @@ __all__ = [
     "is_image_compression",
     "compression_codecs",
     "jpeg_colorspaces",
-    "pin_imagecodecs_implementations",
     "predictor_codec",
-    "register_tiff_codecs",
     "transpose_for",
 ]

@@ -16,7 +16,7 @@ fetched are parsed by tifffile in full and described afresh.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -93,16 +93,20 @@ _known: caches.ResultCache[ImageDescription] = caches.ResultCache(KNOWN_IMAGES_S
 
 
 def main_chain(
-    tif: TiffFile, cached_range: CachedRange, head: bytes | memoryview = b""
+    tif: TiffFile,
+    cached_range: CachedRange,
+    head: bytes | memoryview,
+    pages: Callable[[], Iterable[TiffPage]],
 ) -> Iterator[ChainImage]:
     """Every IFD of the main chain, in file order (see the module docstring). Lazily: a
     description :func:`remember` ed for one IFD serves the later IFDs of the same file
     that store the same tags (the pages of a stack). ``head`` is the start of the file
-    as fetched (``StoreFile.first_block``)."""
+    as fetched (``StoreFile.first_block``); ``pages`` lists tifffile's full parse of
+    each IFD where the stored chain cannot be read (a chain walked with a cycle check,
+    :func:`.chain.main_pages`)."""
     stored = stored_main_chain(tif, cached_range, head) if caches.ENABLED else None
     if stored is None:
-        for index, page in enumerate(tif.pages):
-            full = as_page(page)
+        for index, full in enumerate(pages()):
             yield ChainImage(index, full, full, None)
         return
     for index, ifd in enumerate(stored):

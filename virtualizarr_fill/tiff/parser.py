@@ -19,7 +19,14 @@ Which images:
   DataTree requires a child's dimensions to align with its parent's, which images of
   different sizes cannot;
 * ``stack_pages=True`` stacks the file's full-resolution pages (same shape, data type and
-  codecs) along a new leading ``page`` dimension.
+  codecs) along a new leading ``page`` dimension;
+* ``time_from=...`` gives the image a leading ``time`` dimension of length one and a
+  ``time`` coordinate from the DateTime tag, a GDAL metadata item or the file name, for
+  stacking scenes (see :mod:`virtualizarr_fill.time_stack`);
+* ``overviews="multiscales"`` builds a multiscale group for
+  :func:`virtualizarr.open_virtual_datatree`: levels ``"0"`` (full resolution) to ``"n"``
+  with their masks, described after the multiscales convention (see
+  :mod:`virtualizarr_fill.tiff.pyramid`).
 
 Every image array built is recorded with :func:`virtualizarr_fill.report.record_array`
 (edge handling, how the strips or tiles were judged, fill decisions), named
@@ -33,15 +40,14 @@ import dataclasses
 import logging
 import struct
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import tifffile
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 
-from virtualizarr_fill._vz_adapter import FileManifestStore
-from virtualizarr_fill._vz_adapter import install as install_vz_adapter
 from virtualizarr_fill.errors import (
     CorruptFileError,
     NotATiffError,
@@ -49,9 +55,16 @@ from virtualizarr_fill.errors import (
     VirtualizarrFillError,
 )
 from virtualizarr_fill.grid import edge_handling_of
-from virtualizarr_fill.io import DEFAULT_FIRST_REQUEST, StoreFile, normalize_url
+from virtualizarr_fill.io import (
+    DEFAULT_FIRST_REQUEST,
+    DEFAULT_PARSE_DEADLINE,
+    StoreFile,
+    normalize_url,
+    resolve,
+)
+from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
-from virtualizarr_fill.tiff import caches, geo, images, segments, tags
+from virtualizarr_fill.tiff import caches, chain, geo, images, pyramid, segments, tags
 from virtualizarr_fill.tiff.arrays import (
     array_metadata,
     inlined_array,
@@ -60,6 +73,7 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_group,
 )
 from virtualizarr_fill.tiff.images import ImageDescription, as_page
+from virtualizarr_fill.time_stack import TIME, TIME_ATTRIBUTES, TimeSource, scene_time, time_value
 from virtualizarr_fill.zarr_metadata import json_copy
 
 if TYPE_CHECKING:
@@ -77,40 +91,103 @@ MAX_COORDINATE_LENGTH = 2**26
 class TIFFParser:
     """VirtualiZarr parser for TIFF, BigTIFF and GeoTIFF files (picklable).
 
+    Called as ``parser(url, registry)``, it reads the file's header (usually in one
+    request) and returns a :class:`~virtualizarr_fill.manifests.FileManifestStore`. One
+    image becomes a group shaped as rioxarray opens it: ``band_data`` with dimensions
+    ``(band, y, x)``, and the coordinates ``band``, ``x``/``y`` (pixel centres, for an
+    axis-aligned georeference) and ``spatial_ref`` (CRS WKT, GeoTransform, GeoKeys),
+    held in the references themselves. The chunk grid follows the strips or tiles; a
+    short last strip makes it rectilinear.
+
     Parameters
     ----------
     ifd
         Index of the IFD (in the main IFD chain) to expose; default: the first image that
         is neither an overview nor a mask.
     tree
-        Build one group per image (overviews, masks, SubIFDs, further pages) for
-        :func:`virtualizarr.open_virtual_datatree`; see the module docstring.
+        Build one group per image for :func:`virtualizarr.open_virtual_datatree`: an
+        empty root and sibling groups ``image``, ``overview_1``..., ``mask``,
+        ``mask_overview_1``..., ``page_1``..., ``subifd_0_1``... (siblings, since images
+        of different sizes cannot align as parent and child in a DataTree).
     stack_pages
-        Stack all full-resolution pages along a new ``page`` dimension.
+        Stack all full-resolution pages (same shape, data type and codecs) along a new
+        leading ``page`` dimension.
+    overviews
+        ``"multiscales"``: the full-resolution image and its overviews as a multiscale
+        group of levels ``"0"``..``"n"`` (see :mod:`virtualizarr_fill.tiff.pyramid`);
+        None (default): as ``ifd``, ``tree`` and ``stack_pages`` say.
+    time_from
+        Where each scene's time comes from: ``"datetime"`` (the DateTime tag),
+        ``"metadata:NAME"`` (a GDAL metadata item) or a regular expression searched in
+        the file name (see :mod:`virtualizarr_fill.time_stack`); the image then has a
+        leading ``time`` dimension of length one. None (default): no time.
     on_out_of_range
         A nodata value the data type cannot hold (e.g. -10000 on uint8): ``"raise"``
         (default) a :class:`~virtualizarr_fill.errors.FillValueError`, or ``"warn"`` and
         drop it so the file stays readable.
     probe_last_strip
-        For compressed strips whose last strip may be padded, read and decompress the last
-        strip (one request) and use a regular grid when it is padded, instead of a
-        rectilinear grid with truncation (no request). See
-        :mod:`virtualizarr_fill.tiff.segments`.
+        For compressed strips whose last strip holds fewer rows than RowsPerStrip, read
+        and decompress the last strip (default; one request unless it lies in the bytes
+        read for the header) to tell whether it is stored padded (a regular grid) or
+        short (a rectilinear grid with a short last edge): either way the array needs no
+        codec of this package, so stores built from it read with zarr alone. ``False``
+        skips the read and uses a rectilinear grid with the truncate codec, correct for
+        both. See :mod:`virtualizarr_fill.tiff.segments`.
     first_request
         Bytes fetched by the first request (the header usually lies within them).
+    deadline
+        Seconds a parse may take, its object-store requests and their retries included
+        (``None``: no limit); a request still unanswered then raises
+        :class:`~virtualizarr_fill.errors.StoreReadError` naming the file.
+
+    Raises
+    ------
+    virtualizarr_fill.NotATiffError
+        The object is not a TIFF file.
+    virtualizarr_fill.CorruptFileError
+        The header contradicts itself or the file's size (a truncated file).
+    virtualizarr_fill.UnsupportedFeatureError
+        A feature no virtual Zarr array can express (named in the message).
+    virtualizarr_fill.FillValueError
+        A nodata value the data type cannot hold, unless ``on_out_of_range="warn"``.
+
+    Examples
+    --------
+    >>> registry = ObjectStoreRegistry({"file://": LocalStore()})
+    >>> vds = open_virtual_dataset("file:///data/scene.tif", registry=registry,
+    ...                            parser=TIFFParser())
+    >>> pyramid = open_virtual_datatree("file:///data/cog.tif", registry=registry,
+    ...                                 parser=TIFFParser(overviews="multiscales"))
+    >>> store = TIFFParser()("file:///data/scene.tif", registry)  # a ManifestStore
     """
 
     ifd: int | None = None
     tree: bool = False
     stack_pages: bool = False
+    overviews: Literal["multiscales"] | None = None
+    time_from: str | None = None
     on_out_of_range: Literal["raise", "warn"] = "raise"
-    probe_last_strip: bool = False
+    probe_last_strip: bool = True
     first_request: int = DEFAULT_FIRST_REQUEST
+    deadline: float | None = DEFAULT_PARSE_DEADLINE
+
+    def __post_init__(self) -> None:
+        if self.overviews not in (None, "multiscales"):
+            raise ValueError(f"overviews must be None or 'multiscales', got {self.overviews!r}")
+        if self.overviews is not None and (self.tree or self.stack_pages or self.ifd is not None):
+            raise ValueError("overviews='multiscales' excludes tree, stack_pages and ifd")
+        if self.time_from is not None:
+            TimeSource.parse(self.time_from)  # a bad pattern fails here, not per file
+            if self.tree or self.stack_pages or self.overviews is not None:
+                raise ValueError("time_from excludes tree, stack_pages and overviews")
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """The ManifestStore of the TIFF at ``url``, read through ``registry``'s store."""
         url = normalize_url(url)
-        store, path = registry.resolve(url)
-        reader = StoreFile(store, path, first_request=self.first_request)
+        store, path = resolve(registry, url)
+        reader = StoreFile(
+            store, path, first_request=self.first_request, deadline=self.deadline, url=url
+        )
         return FileManifestStore(self.parse(url, reader), registry=registry, url=url)
 
     def parse(self, url: str, reader: StoreFile) -> ManifestGroup:
@@ -132,13 +209,18 @@ class TIFFParser:
         with tif:
             file_size = reader.size
             context = _Context(url=url, reader=reader, file_size=file_size, options=self)
+            if self.overviews is not None:
+                return _multiscale_group(tif, context)
             if self.tree:
                 return _tree_group(tif, context)
             if self.stack_pages:
                 return _stacked_group(tif, context)
-            page = _select_page(tif, self.ifd, url)
+            page = _select_page(tif, self.ifd, context)
             image = _description(_chain_page(page, context), context)
-            return _image_group(image, page, page.index, context, source=_source(url, page.index))
+            group = _image_group(image, page, page.index, context, source=_source(url, page.index))
+            if self.time_from is not None:
+                return _with_time(group, page, image, context, TimeSource.parse(self.time_from))
+            return group
 
 
 _MALFORMED_HEADER_ERRORS = (
@@ -158,6 +240,11 @@ class _Context:
     reader: StoreFile
     file_size: int
     options: TIFFParser
+    #: IFDs and IFD-table bytes the parse may still walk (see :mod:`.chain`).
+    budget: chain.IFDBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "budget", chain.IFDBudget(self.file_size))
 
 
 def _source(url: str, index: int) -> str:
@@ -240,20 +327,29 @@ def _is_main_image(page: TiffPage) -> bool:
     return not (page.is_reduced or page.is_mask)
 
 
-def _main_pages(tif: TiffFile) -> list[TiffPage]:
-    pages = []
-    for page in tif.pages:
-        page = as_page(page)
-        if _is_main_image(page):
-            pages.append(page)
-    return pages
+def _chain_pages(tif: TiffFile, context: _Context) -> Iterator[TiffPage]:
+    """Every IFD of the main chain, walked with a cycle check and a budget."""
+    walk = chain.walk_main_chain(tif, context.reader, context.budget)
+    chain.warn_stopped(walk, context.url)
+    return chain.main_pages(tif, walk)
 
 
-def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
+def _main_pages(tif: TiffFile, context: _Context) -> list[TiffPage]:
+    return [page for page in _chain_pages(tif, context) if _is_main_image(page)]
+
+
+def _select_page(tif: TiffFile, ifd: int | None, context: _Context) -> TiffPage:
+    url = context.url
     if ifd is not None:
-        if not 0 <= ifd < len(tif.pages):
+        walk = chain.walk_main_chain(tif, context.reader, context.budget)
+        if not 0 <= ifd < len(walk):
+            if ifd > 0 and walk.stopped is not None:
+                raise CorruptFileError(
+                    f"{url}: IFD {ifd} cannot be reached: {walk.stopped} (the chain "
+                    f"holds {len(walk)} IFDs before that point)"
+                )
             raise UnsupportedFeatureError(
-                f"{url}: IFD {ifd} does not exist (the file has {len(tif.pages)} IFDs)"
+                f"{url}: IFD {ifd} does not exist (the file has {len(walk)} IFDs)"
             )
         return as_page(tif.pages[ifd])
     try:
@@ -263,8 +359,9 @@ def _select_page(tif: TiffFile, ifd: int | None, url: str) -> TiffPage:
         raise CorruptFileError(f"{url}: the IFD chain holds no image") from None
     if _is_main_image(first):
         return first
-    for page in _main_pages(tif):
-        return page
+    for page in _chain_pages(tif, context):
+        if _is_main_image(page):
+            return page
     return first
 
 
@@ -291,7 +388,7 @@ def _image_array(
         table,
         layout,
         chain,
-        dtype.itemsize,
+        band.sample.stored_dtype.itemsize,
         context.reader.read_range,
         source,
         probe_last_strip=context.options.probe_last_strip,
@@ -426,6 +523,29 @@ def _build_coordinate_arrays(
     return arrays
 
 
+def _with_time(
+    group: ManifestGroup,
+    page: TiffPage,
+    image: ImageDescription,
+    context: _Context,
+    source: TimeSource,
+) -> ManifestGroup:
+    """``group`` with a leading ``time`` axis of length one on ``band_data`` and the
+    scene's CF-encoded ``time`` coordinate."""
+    when = scene_time(source, context.url, page.tags, image.band.attributes.attributes)
+    arrays = dict(group.arrays)
+    band_data = arrays[DATA_VARIABLE]
+    stacked: ManifestArray = np.stack([band_data], axis=0)  # type: ignore[call-overload,assignment]
+    metadata = dataclasses.replace(
+        stacked.metadata, dimension_names=(TIME, *(band_data.metadata.dimension_names or ()))
+    )
+    arrays[DATA_VARIABLE] = manifest_array(metadata, stacked.manifest)
+    arrays[TIME] = inlined_array(
+        np.array([time_value(when)], dtype=np.int64), (TIME,), attributes=dict(TIME_ATTRIBUTES)
+    )
+    return manifest_group(arrays=arrays, attributes=dict(group.metadata.attributes))
+
+
 # -- several images --------------------------------------------------------------------------
 
 
@@ -455,8 +575,11 @@ def _tree_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     return manifest_group(groups=groups, attributes={})
 
 
-def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
-    """Every image of the file with a group name describing its role.
+def _named_images(
+    tif: TiffFile, context: _Context, *, first_pyramid: bool = False
+) -> list[_NamedImage]:
+    """Every image of the file with a group name describing its role (``first_pyramid``:
+    only the first full-resolution image, its overviews and masks).
 
     Overviews and masks follow the full-resolution image they belong to (COG order);
     SubIFDs are named after the image that holds them.
@@ -467,11 +590,17 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
     main: ImageDescription | None = None
     overview = mask_overview = 0
     reader = context.reader
-    for chained in images.main_chain(tif, reader.cached_range, reader.first_block()):
+    chained_images = images.main_chain(
+        tif, reader.cached_range, reader.first_block(), lambda: _chain_pages(tif, context)
+    )
+    for chained in chained_images:
         index = chained.index
+        context.budget.seen.add(int(chained.segments.offset))  # type: ignore[attr-defined]
         image = _description(chained, context)
         parent = main
         if image.is_main:
+            if first_pyramid and main_count:
+                break
             base = "image" if main_count == 0 else f"page_{main_count}"
             main_count += 1
             overview = mask_overview = 0
@@ -485,9 +614,11 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
             overview += 1
             name = f"{_prefix(base)}overview_{overview}"
         named.append(_NamedImage(name, image, chained.segments, index, index, parent))
+        if first_pyramid:
+            continue
         page = chained.page
-        for number, sub in enumerate((page.pages if page is not None else None) or ()):
-            sub_page = as_page(sub)
+        subifds = [] if page is None else chain.subifd_pages(page, context.budget, context.url)
+        for number, sub_page in enumerate(subifds):
             source = _source(context.url, sub_page.index)
             named.append(
                 _NamedImage(
@@ -502,13 +633,38 @@ def _named_images(tif: TiffFile, context: _Context) -> list[_NamedImage]:
     return named
 
 
+def _multiscale_group(tif: TiffFile, context: _Context) -> ManifestGroup:
+    """The first pyramid of the file as a multiscale group (see :mod:`.pyramid`)."""
+    images = []
+    transform = None
+    pyramid_images = _named_images(tif, context, first_pyramid=True)
+    levels = pyramid.level_names([(n.name, n.image.height, n.image.width) for n in pyramid_images])
+    for named in pyramid_images:
+        variable = pyramid.MASK_VARIABLE if named.name.startswith("mask") else DATA_VARIABLE
+        group = _image_group(
+            named.image,
+            named.table,
+            named.index,
+            context,
+            source=_source(context.url, named.index),
+            ifd=named.ifd,
+            parent=named.parent,
+            report_name=f"{levels.get(named.name, named.name)}/{variable}",
+        )
+        image = named.image
+        images.append(pyramid.PyramidImage(named.name, image.height, image.width, group))
+        if named.name == "image" and image.georeference.transform is not None:
+            transform = tuple(image.georeference.transform)
+    return pyramid.multiscale_group(images, context.url, transform)
+
+
 def _prefix(base: str) -> str:
     return "" if base == "image" else f"{base}_"
 
 
 def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
     """Full-resolution pages stacked along a new leading ``page`` dimension."""
-    pages = _main_pages(tif)
+    pages = _main_pages(tif, context)
     descriptions = [_description(_chain_page(page, context), context) for page in pages]
     georef = descriptions[0].georeference
     grid_mapping = _grid_mapping_attributes(georef)
@@ -524,7 +680,6 @@ def _stacked_group(tif: TiffFile, context: _Context) -> ManifestGroup:
         )
         for number, (image, page) in enumerate(zip(descriptions, pages, strict=True))
     ]
-    install_vz_adapter()  # stacking rectilinear arrays and shifting transposes
     try:
         stacked: ManifestArray = np.stack(arrays, axis=0)  # type: ignore[call-overload,assignment]
     except (ValueError, NotImplementedError) as error:

@@ -11,16 +11,27 @@ requests after the header):
   (readable by every Zarr reader); exactly the remaining rows -> a rectilinear grid whose
   last edge is short; anything in between -> rectilinear + truncate. No extra request.
 * **compressed** strips (Deflate, LZW, PackBits, ZSTD, LZMA): whether the last strip is
-  padded is only known after decompressing it. Instead of reading it, the array gets a
-  rectilinear grid with a short last edge and a
-  :class:`~virtualizarr_fill.codecs.TruncateCodec` after the ``bytes`` codec: truncation
-  passes an unpadded strip through and trims a padded one, so it is correct either way.
-  No extra request. (``probe_last_strip=True`` on the parser decompresses the last strip
-  instead, one request, and gives a regular grid when it is padded.)
+  padded is only known after decompressing it, so the parser reads and decompresses the
+  last strip of each plane (no request when it lies in the bytes already read for the
+  header, else one): padded -> a regular grid; exactly the remaining rows -> a
+  rectilinear grid whose last edge is short. Neither needs a codec of this package, so
+  any Zarr reader reads the array. A strip of a size in between, or planes that
+  disagree, get the rectilinear grid and a
+  :class:`~virtualizarr_fill.codecs.TruncateCodec` after the ``bytes`` codec, which
+  passes an unpadded strip through and trims a padded one. A last strip that does not
+  decompress, or to fewer bytes than the rows left or more than RowsPerStrip rows,
+  refuses the file: its header disagrees with its data. ``probe_last_strip=False``
+  skips the read and always uses the truncate codec.
 * **image codecs** (JPEG, WebP, PNG, JPEG 2000, JPEG XL, LERC) decode whole images,
   leaving no raw bytes to trim, so the decoded height of the last strip must be known:
   the parser reads the last strip (for JPEG only its header) and decodes it. One request
   unless the strip lies in the bytes already read for the header.
+
+An image of **one strip whose RowsPerStrip exceeds ImageLength** may store that strip
+padded to RowsPerStrip rows. Its chunk is the image (a regular grid), and the same rules
+apply to the one strip: an uncompressed one longer than the image's rows, and any
+compressed one (unless RowsPerStrip is 2**32-1, TIFF's "whole image"), get the truncate
+codec; an image codec's padded strip a chunk of RowsPerStrip rows overhanging the image.
 
 Sparse segments (offset or byte count 0) are left out of the manifest and read as the
 array's fill value. Segments extending past the end of the file are refused.
@@ -208,10 +219,11 @@ def _last_strip_lengths(table: SegmentTable, layout: SegmentLayout) -> list[int]
 
 
 def _uncompressed_lengths_fit(
-    table: SegmentTable, layout: SegmentLayout, full: int, short: int
+    table: SegmentTable, layout: SegmentLayout, full: int, short: int, longest: int
 ) -> bool:
-    """Whether every stored segment holds an acceptable byte count (checked in Python for
-    few segments; False also when there are too many to check this way)."""
+    """Whether every stored segment holds an acceptable byte count: ``full`` for tiles and
+    interior strips, ``short`` to ``longest`` for last strips (checked in Python for few
+    segments; False also when there are too many to check this way)."""
     listed = _listed_segments(table)
     if listed is None:
         return False
@@ -221,7 +233,7 @@ def _uncompressed_lengths_fit(
         if not offset or not length:
             continue
         if not layout.tiled and flat % per_plane >= last_row:
-            if not short <= length <= full:
+            if not short <= length <= longest:
                 return False
         elif length != full:
             return False
@@ -250,7 +262,9 @@ def _check_uncompressed_lengths(
     """
     row = _row_bytes(layout, itemsize, chain)
     full = layout.chunk_shape[1] * row
-    if _uncompressed_lengths_fit(table, layout, full, layout.last_strip_rows * row):
+    short = layout.last_strip_rows * row
+    longest = layout.last_strip_capacity * row
+    if _uncompressed_lengths_fit(table, layout, full, short, longest):
         return
     lengths = _segment_lengths(table, layout)
     interior = lengths if layout.tiled else lengths[:, :-1, :]
@@ -260,25 +274,23 @@ def _check_uncompressed_lengths(
         raise _refuse_length(source, layout, index, int(interior[index]), str(full))
     if layout.tiled:
         return
-    short = layout.last_strip_rows * row
     last = lengths[:, -1, :]
-    wrong = (last > 0) & ((last < short) | (last > full))
+    wrong = (last > 0) & ((last < short) | (last > longest))
     if wrong.any():
         plane = int(np.argwhere(wrong)[0][0])
         index = (plane, layout.grid_shape[1] - 1, 0)
-        expected = str(full) if short == full else f"{short} to {full}"
+        expected = str(longest) if short == longest else f"{short} to {longest}"
         raise _refuse_length(source, layout, index, int(last[plane, 0]), expected)
 
 
 def _truncating(chain: CodecChain, layout: SegmentLayout) -> list[BaseCodec[Any, Any]]:
     bands, _, cols = layout.chunk_shape
+    stored = (bands, layout.last_strip_capacity, cols)
     codecs = chain.codecs()
-    handling = decide_edge_handling(
-        codecs, (bands, layout.last_strip_rows, cols), layout.chunk_shape
-    )
+    handling = decide_edge_handling(codecs, (bands, layout.last_strip_rows, cols), stored)
     if handling is not EdgeHandling.TRUNCATE:  # strips pad only along y: never crop
         raise AssertionError(f"unexpected edge handling {handling} for a strip")
-    return list(insert_edge_codec(codecs, handling, layout.chunk_shape))  # type: ignore[arg-type]
+    return list(insert_edge_codec(codecs, handling, stored))  # type: ignore[arg-type]
 
 
 def jpeg_frame_rows(data: bytes) -> int | None:
@@ -332,18 +344,60 @@ def decoded_strip_rows(chain: CodecChain, offset: int, length: int, read: ReadRa
     return int(np.asarray(decoder(data)).shape[0])
 
 
+def _last_strips(table: SegmentTable, layout: SegmentLayout) -> list[tuple[int, int]]:
+    """(offset, byte count) of the stored last strip of each plane."""
+    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths = _segment_lengths(table, layout)
+    strips = []
+    for plane in range(layout.grid_shape[0]):
+        offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
+        if offset and length:
+            strips.append((offset, length))
+    return strips
+
+
+def _decoded[T](source: str, offset: int, length: int, decode: Callable[[int, int], T]) -> T:
+    """``decode(offset, length)`` of the strip at ``offset``; a codec's failure
+    (imagecodecs raises ``RuntimeError`` subclasses, numcodecs ``ValueError`` s) refuses
+    the file, since reading it would fail the same way."""
+    try:
+        return decode(offset, length)
+    except (RuntimeError, ValueError) as error:
+        raise CorruptFileError(
+            f"{source}: the last strip ({length} bytes at offset {offset}) does not decode "
+            f"({type(error).__name__}: {error})"
+        ) from None
+
+
+def _decoded_last_strip_rows(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+) -> set[int | None]:
+    """Rows the image codec decodes from the last strip of each plane (reads them)."""
+
+    def rows(offset: int, length: int) -> int | None:
+        return decoded_strip_rows(chain, offset, length, read)
+
+    return {_decoded(source, *strip, rows) for strip in _last_strips(table, layout)}
+
+
+def _decompressed_strip_lengths(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+) -> set[int]:
+    """Decompressed byte counts of the last strip of each plane (reads them)."""
+
+    def decompressed(offset: int, length: int) -> int:
+        data = read(offset, length)
+        for codec in reversed(chain.bytes_bytes):
+            data = _decompress_with(codec, data)
+        return len(data)
+
+    return {_decoded(source, *strip, decompressed) for strip in _last_strips(table, layout)}
+
+
 def _image_codec_grid(
     table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
 ) -> GridDecision:
-    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
-    lengths = _segment_lengths(table, layout)
-    rows_seen = set()
-    for plane in range(layout.grid_shape[0]):
-        offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
-        if offset == 0 or length == 0:
-            continue
-        rows = decoded_strip_rows(chain, offset, length, read)
-        rows_seen.add(rows)
+    rows_seen = _decoded_last_strip_rows(table, layout, chain, read, source)
     full, short = layout.chunk_shape[1], layout.last_strip_rows
     if rows_seen <= {full}:
         return GridDecision(_regular(layout), chain.codecs(), "image codec: last strip padded")
@@ -358,23 +412,52 @@ def _image_codec_grid(
     )
 
 
-def probe_last_strip_padded(
-    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, itemsize: int, read: ReadRange
-) -> bool:
-    """Decompress the last strip(s) and report whether they hold RowsPerStrip rows."""
-    full_bytes = layout.chunk_shape[1] * _row_bytes(layout, itemsize, chain)
-    offsets = np.asarray(table.dataoffsets, dtype=np.uint64).reshape(layout.grid_shape)
-    lengths = _segment_lengths(table, layout)
-    for plane in range(layout.grid_shape[0]):
-        offset, length = int(offsets[plane, -1, 0]), int(lengths[plane, -1, 0])
-        if offset == 0 or length == 0:
-            continue
-        data = read(offset, length)
-        for codec in reversed(chain.bytes_bytes):
-            data = _decompress_with(codec, data)
-        if len(data) < full_bytes:
-            return False
-    return True
+def _probed_lengths(
+    table: SegmentTable,
+    layout: SegmentLayout,
+    chain: CodecChain,
+    itemsize: int,
+    read: ReadRange,
+    source: str,
+) -> set[int]:
+    """Decompressed byte counts of the last strips, each between the bytes of the rows
+    left in the image and those of the rows the strip may be stored with; anything else
+    contradicts the header's geometry (ImageWidth, SamplesPerPixel or BitsPerSample), and
+    every strip would fail to read."""
+    row = _row_bytes(layout, itemsize, chain)
+    short, longest = layout.last_strip_rows * row, layout.last_strip_capacity * row
+    lengths = _decompressed_strip_lengths(table, layout, chain, read, source)
+    wrong = sorted(n for n in lengths if not short <= n <= longest)
+    if wrong:
+        raise CorruptFileError(
+            f"{source}: the last strip decompresses to {wrong[0]} bytes, not the {short} to "
+            f"{longest} bytes of its rows (the image's width, samples or bits per sample "
+            "disagree with the data)"
+        )
+    return lengths
+
+
+def last_strip_storage(
+    table: SegmentTable,
+    layout: SegmentLayout,
+    chain: CodecChain,
+    itemsize: int,
+    read: ReadRange,
+    source: str,
+) -> str | None:
+    """Decompress the last strip of each plane: ``"padded"`` when every one holds
+    RowsPerStrip rows, ``"short"`` when every one holds exactly the rows left in the
+    image, else None (sizes in between, or planes that disagree: only the truncate
+    codec reads those right). A strip that does not decompress, or to a size outside
+    those bounds, refuses the file (:func:`_probed_lengths`)."""
+    row = _row_bytes(layout, itemsize, chain)
+    padded, short = layout.chunk_shape[1] * row, layout.last_strip_rows * row
+    lengths = _probed_lengths(table, layout, chain, itemsize, read, source)
+    if lengths == {padded}:
+        return "padded"
+    if lengths == {short}:
+        return "short"
+    return None
 
 
 def _decompress_with(codec: BaseCodec[Any, Any], data: bytes) -> bytes:
@@ -390,6 +473,72 @@ def _decompress_with(codec: BaseCodec[Any, Any], data: bytes) -> bytes:
     return bytes(decoders[str(name)](data))
 
 
+#: RowsPerStrip 2**32-1 is TIFF's default, "the whole image in one strip": a strip
+#: padded to that many rows cannot exist.
+WHOLE_IMAGE_ROWS = 2**32 - 1
+
+
+def _one_strip_grid(
+    table: SegmentTable,
+    layout: SegmentLayout,
+    chain: CodecChain,
+    itemsize: int,
+    read: ReadRange,
+    source: str,
+    probe_last_strip: bool,
+) -> GridDecision:
+    """An image of one strip whose RowsPerStrip exceeds its rows: the strip holds the
+    image's rows, or is padded up to RowsPerStrip rows (both valid TIFF, read alike by
+    libtiff and tifffile). The chunk is the image, and a padded strip is trimmed like a
+    padded last strip of several (truncation after the ``bytes`` codec)."""
+    regular = _regular(layout)
+    stated = layout.stated_strip_rows
+    if chain.is_image_codec:
+        return _one_strip_image_codec_grid(table, layout, chain, read, source)
+    if chain.packed is not None:
+        return GridDecision(regular, chain.codecs(), "one strip, packed samples: codec trims rows")
+    short = layout.last_strip_rows * _row_bytes(layout, itemsize, chain)
+    if not chain.is_compressed:
+        if all(n == short for n in _last_strip_lengths(table, layout)):
+            return GridDecision(regular, chain.codecs(), "one strip of the image's rows")
+        return GridDecision(
+            regular, _truncating(chain, layout), "one strip, padded towards RowsPerStrip"
+        )
+    if stated >= WHOLE_IMAGE_ROWS:
+        return GridDecision(regular, chain.codecs(), "one strip (RowsPerStrip 2**32-1)")
+    probed = probe_last_strip and _probed_lengths(table, layout, chain, itemsize, read, source)
+    if probed == {short}:
+        return GridDecision(regular, chain.codecs(), "one strip of the image's rows (decoded)")
+    return GridDecision(
+        regular,
+        _truncating(chain, layout),
+        f"one compressed strip, RowsPerStrip {stated} > ImageLength: truncate",
+    )
+
+
+def _one_strip_image_codec_grid(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, read: ReadRange, source: str
+) -> GridDecision:
+    """An image codec decodes a whole strip: a padded one to RowsPerStrip rows, read
+    through a chunk of that height overhanging the image, as Zarr reads edge chunks."""
+    rows_seen = _decoded_last_strip_rows(table, layout, chain, read, source)
+    bands, height, cols = layout.chunk_shape
+    stated = layout.stated_strip_rows
+    if rows_seen <= {height}:
+        return GridDecision(_regular(layout), chain.codecs(), "image codec: one strip")
+    if rows_seen == {stated}:
+        return GridDecision(
+            _regular_grid((bands, stated, cols)),
+            chain.codecs(),
+            "image codec: one strip padded to RowsPerStrip",
+        )
+    raise UnsupportedFeatureError(
+        f"{source}: the strip decodes to {sorted(map(str, rows_seen))} rows, neither the "
+        f"{height} rows of the image nor RowsPerStrip={stated}; an image codec cannot be "
+        "trimmed"
+    )
+
+
 def decide_grid(
     table: SegmentTable,
     layout: SegmentLayout,
@@ -398,13 +547,15 @@ def decide_grid(
     read: ReadRange,
     source: str,
     *,
-    probe_last_strip: bool = False,
+    probe_last_strip: bool = True,
 ) -> GridDecision:
     """Chunk grid and codecs for one IFD (see the module docstring for the rules)."""
     if not chain.is_compressed:
         _check_uncompressed_lengths(table, layout, itemsize, chain, source)
     if layout.tiled:
         return GridDecision(_regular(layout), chain.codecs(), "tiles")
+    if layout.stated_strip_rows:
+        return _one_strip_grid(table, layout, chain, itemsize, read, source, probe_last_strip)
     if layout.last_strip_rows == layout.chunk_shape[1]:
         return GridDecision(_regular(layout), chain.codecs(), "strips divide the image")
     if chain.is_image_codec:
@@ -426,12 +577,18 @@ def decide_grid(
         return GridDecision(
             _short_last_strip(layout), _truncating(chain, layout), "last strip over-long"
         )
-    if probe_last_strip and probe_last_strip_padded(table, layout, chain, itemsize, read):
-        return GridDecision(_regular(layout), chain.codecs(), "last strip padded (decoded)")
     if chain.packed is not None:
         return GridDecision(
             _short_last_strip(layout), chain.codecs(), "packed samples: codec trims rows"
         )
+    if probe_last_strip:
+        found = last_strip_storage(table, layout, chain, itemsize, read, source)
+        if found == "padded":
+            return GridDecision(_regular(layout), chain.codecs(), "last strip padded (decoded)")
+        if found == "short":
+            return GridDecision(
+                _short_last_strip(layout), chain.codecs(), "last strip short (decoded)"
+            )
     return GridDecision(
         _short_last_strip(layout),
         _truncating(chain, layout),
@@ -445,5 +602,5 @@ __all__ = [
     "decide_grid",
     "decoded_strip_rows",
     "jpeg_frame_rows",
-    "probe_last_strip_padded",
+    "last_strip_storage",
 ]

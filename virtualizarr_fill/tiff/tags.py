@@ -44,6 +44,10 @@ _SUPPORTED_BITS = {
 }
 
 
+#: The complex type holding each width of complex-integer samples (both parts) exactly.
+_COMPLEX_INT_TYPES: dict[int, np.dtype] = {32: np.dtype(np.complex64), 64: np.dtype(np.complex128)}
+
+
 @dataclass(frozen=True)
 class SegmentLayout:
     """How one IFD's strips or tiles tile its ``(band, y, x)`` array.
@@ -57,10 +61,18 @@ class SegmentLayout:
     grid_shape: tuple[int, int, int]
     tiled: bool
     pixel_interleaved: bool
+    #: RowsPerStrip as the file states it, where an image of one strip states more rows
+    #: than it has (the strip may be stored padded to them); else 0.
+    stated_strip_rows: int = 0
 
     @property
     def samples(self) -> int:
         return self.shape[0]
+
+    @property
+    def last_strip_capacity(self) -> int:
+        """The most rows the last strip may be stored with, padding included."""
+        return max(self.chunk_shape[1], self.stated_strip_rows)
 
     @property
     def last_strip_rows(self) -> int:
@@ -91,11 +103,19 @@ def _uniform(values: object, name: str, source: str) -> int:
 
 @dataclass(frozen=True)
 class SampleType:
-    """The array's data type and how samples are stored (``packed``: below byte size)."""
+    """The array's data type and how samples are stored (``packed``: below byte size;
+    ``stored``: the type the ``bytes`` codec reads, where it is not ``dtype``)."""
 
     dtype: np.dtype
     bits: int
     packed: bool
+    stored: np.dtype | None = None
+
+    @property
+    def stored_dtype(self) -> np.dtype:
+        """The type of the stored samples: complex integers are read as unsigned words
+        holding both parts, which :mod:`virtualizarr_fill.codecs.complex_int` splits."""
+        return self.dtype if self.stored is None else self.stored
 
 
 def _packed_dtype(bits: int) -> np.dtype:
@@ -228,7 +248,14 @@ def sample_type(page: TiffPage, source: str, *, image_codec: bool = False) -> Sa
     kind = _KIND_OF_SAMPLEFORMAT.get(sampleformat)
     if kind == "u" and bits < 32 and bits not in _SUPPORTED_BITS["u"]:
         return SampleType(_packed_dtype(bits), bits, packed=not image_codec)
-    return SampleType(_dtype_of(bits, sampleformat, source), bits, packed=False)
+    dtype = _dtype_of(bits, sampleformat, source)
+    if sampleformat == SAMPLEFORMAT_COMPLEXINT:
+        if image_codec:
+            raise UnsupportedFeatureError(
+                f"{source}: complex-integer samples (SampleFormat=5) with an image codec"
+            )
+        return SampleType(dtype, bits, packed=False, stored=np.dtype(f"u{bits // 8}"))
+    return SampleType(dtype, bits, packed=False)
 
 
 def sample_dtype(page: TiffPage, source: str) -> np.dtype:
@@ -247,9 +274,14 @@ def _bits_and_format(page: TiffPage, source: str) -> tuple[int, int]:
 
 def _dtype_of(bits: int, sampleformat: int, source: str) -> np.dtype:
     if sampleformat == SAMPLEFORMAT_COMPLEXINT:
-        raise UnsupportedFeatureError(
-            f"{source}: complex-integer samples (SampleFormat=5, {bits}-bit) have no Zarr data type"
-        )
+        # Pairs of 16- or 32-bit integers (GDAL's CInt16, CInt32), held exactly by
+        # complex64 and complex128; no writer stores other widths.
+        if bits not in _COMPLEX_INT_TYPES:
+            raise UnsupportedFeatureError(
+                f"{source}: complex-integer samples (SampleFormat=5) of {bits} bits; "
+                "only 32 (CInt16) and 64 (CInt32) are read"
+            )
+        return _COMPLEX_INT_TYPES[bits]
     kind = _KIND_OF_SAMPLEFORMAT.get(sampleformat)
     if kind is None:
         raise UnsupportedFeatureError(f"{source}: unknown SampleFormat {sampleformat}")
@@ -265,6 +297,14 @@ def _dtype_of(bits: int, sampleformat: int, source: str) -> np.dtype:
 def _rows_per_strip(page: TiffPage) -> int:
     rows = int(page.rowsperstrip) if page.rowsperstrip else int(page.imagelength)
     return min(max(rows, 1), int(page.imagelength))
+
+
+def _stated_rows_per_strip(page: TiffPage) -> int:
+    """RowsPerStrip as the IFD states it (tifffile's ``rowsperstrip`` is clipped to the
+    image's rows); 0 when absent or not one integer."""
+    tag = page.tags.get(278)
+    value = tag.value if tag is not None and tag.count == 1 else None
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 # TIFF field types an offset or byte-count array may have: SHORT, LONG, IFD, LONG8, IFD8.
@@ -314,13 +354,20 @@ def segment_layout(page: TiffPage, source: str) -> SegmentLayout:
         raise CorruptFileError(
             f"{source}: SamplesPerPixel {samples} is outside 1..{_MAX_SAMPLES} (a SHORT field)"
         )
-    interleaved = samples > 1 and int(page.planarconfig) == 1
+    planar = int(page.planarconfig)
+    if samples > 1 and planar not in (1, 2):
+        # tifffile keeps the number, and decodes such pages partly as either layout.
+        raise CorruptFileError(
+            f"{source}: PlanarConfiguration {planar} is neither 1 (chunky) nor 2 (planar)"
+        )
+    interleaved = samples > 1 and planar == 1
     if page.is_tiled:
         rows, cols = int(page.tilelength), int(page.tilewidth)
     else:
         rows, cols = _rows_per_strip(page), width
     band_chunk = samples if interleaved else 1
     grid = (samples // band_chunk, math.ceil(height / rows), math.ceil(width / cols))
+    stated = 0 if page.is_tiled else _stated_rows_per_strip(page)
     count = math.prod(grid)
     if len(page.dataoffsets) != count or len(page.databytecounts) != count:
         raise CorruptFileError(
@@ -334,6 +381,7 @@ def segment_layout(page: TiffPage, source: str) -> SegmentLayout:
         grid_shape=grid,
         tiled=bool(page.is_tiled),
         pixel_interleaved=interleaved,
+        stated_strip_rows=stated if stated > height else 0,
     )
 
 

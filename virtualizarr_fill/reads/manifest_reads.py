@@ -1,35 +1,23 @@
-"""A zarr codec pipeline that reads VirtualiZarr ManifestStores a whole batch at a time.
+"""Reads of ManifestStore chunks a whole batch at a time, for
+:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`.
 
 zarr hands a codec pipeline every chunk of one read (``array[...]``) in one ``read``
 call. Its own pipelines then treat each chunk alone: one store lookup, one ranged GET
-and one scheduled decode per chunk, about 100-300 µs each, which dominates reading the
-many small strips and chunks of typical TIFF and HDF5 files. For a read from a
-:class:`~virtualizarr.manifests.ManifestStore`, :class:`ManifestCodecPipeline` instead
+and one scheduled decode per chunk, which dominates reading the many small strips and
+chunks of typical TIFF and HDF5 files. For a read from a ManifestStore, this module
 
 1. looks every chunk up in the array's manifest at once (paths, offsets, lengths);
 2. fetches the byte ranges with one ``get_ranges`` call per file, on zarr's event loop
-   (obstore coalesces nearby ranges on object stores); reads of 1 MiB or more are cut
-   into pieces that worker threads fetch and decode, so reading overlaps decoding;
+   (obstore coalesces nearby ranges on object stores); large reads are cut into pieces
+   that worker threads fetch and decode, so reading overlaps decoding;
 3. decodes each chunk with the array's own codecs (zarr's synchronous codec chain;
    plain ``bytes`` + transpose chunks are viewed as arrays directly, and zlib streams
    are inflated by libdeflate), and copies it into the output.
 
 The values are those zarr's own pipelines read, bit for bit (tests/test_read_pipeline.py
-compares them with tifffile and h5py).
-
-Everything else - writes, other stores, sharding and other partial decodes, codecs
-without a synchronous implementation, non-CPU buffers - goes to zarr's
-``BatchedCodecPipeline`` unchanged. Opt in with::
-
-    zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})
-
-or :func:`use_manifest_pipeline` as a context manager (or the environment variable
-``ZARR_CODEC_PIPELINE__PATH``, which also reaches dask worker processes). With it, what
-zarr itself does per chunk before it calls a pipeline (chunk keys, chunk specs,
-indexing) and per array opened (a trip to its event loop, parsing ``zarr.json``) is
-replaced for ManifestStores by :mod:`virtualizarr_fill._zarr_read_path`, which calls
-this module's planning, fetching and decoding directly; the pipeline itself is built
-once per codec list (:meth:`ManifestCodecPipeline.from_array_metadata_and_store`).
+compares them with tifffile and h5py). :mod:`virtualizarr_fill.reads.zarr_read_path`
+calls the planning, fetching and decoding here directly inside
+:func:`virtualizarr_fill.fast_reads`.
 """
 
 from __future__ import annotations
@@ -42,7 +30,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import imagecodecs
 import numcodecs
@@ -52,20 +40,17 @@ from obstore.store import LocalStore, MemoryStore
 from virtualizarr.manifests import ManifestArray
 from virtualizarr.manifests import store as vz_store
 from virtualizarr.manifests.store import ManifestStore
-from zarr.abc.codec import ArrayBytesCodecPartialDecodeMixin, Codec, CodecPipeline, GetResult
+from zarr.abc.codec import ArrayBytesCodecPartialDecodeMixin, GetResult
 from zarr.codecs.bytes import BytesCodec
 from zarr.codecs.transpose import TransposeCodec
-from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
+from zarr.core.array_spec import ArraySpec
+from zarr.core.buffer import NDBuffer
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
-from zarr.core.chunk_utils import ChunkTransform, fill_value_or_default
+from zarr.core.chunk_utils import fill_value_or_default
 from zarr.core.codec_pipeline import BatchedCodecPipeline, resolve_aa_specs
 from zarr.core.dtype.common import HasEndianness
-from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
-from zarr.registry import register_pipeline
 from zarr.storage._common import StorePath
 
-from virtualizarr_fill._sync_store import _resolve, deepest_node, get_ranges
 from virtualizarr_fill.codecs._common import expected_nbytes
 from virtualizarr_fill.codecs.hdf5_bitshuffle import HDF5BitshuffleCodec
 from virtualizarr_fill.codecs.hdf5_lzf import HDF5LZFCodec
@@ -74,19 +59,19 @@ from virtualizarr_fill.codecs.inflate import inflate, inflates_into_chunk
 from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec, undo_predictor
 from virtualizarr_fill.codecs.truncate import TruncateCodec, truncator
-from virtualizarr_fill.deinterleave import copy_planes
+from virtualizarr_fill.manifests.byte_ranges import get_ranges
+from virtualizarr_fill.manifests.byte_ranges import resolve as _resolve
+from virtualizarr_fill.manifests.store import deepest_node
+from virtualizarr_fill.reads.deinterleave import copy_planes
+from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
 
 if TYPE_CHECKING:
-    from zarr.abc.store import ByteGetter, ByteSetter
-    from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
+    from zarr.abc.store import ByteGetter
     from zarr.core.indexing import SelectorTuple
-    from zarr.core.metadata.v3 import ChunkGridMetadata
 
     ChunkInfo = tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]
     # decode(batch, stored bytes by item, items): decodes those items into the output
     _Decode = Callable[[Sequence[ChunkInfo], Any, list[int]], None]
-
-PIPELINE_PATH = "virtualizarr_fill.read_pipeline.ManifestCodecPipeline"
 
 #: The VirtualiZarr internals the chunk lookup relies on (tested with VirtualiZarr 2.8);
 #: without them every read goes to zarr's own pipeline.
@@ -108,11 +93,6 @@ SHARED_CHUNK_BYTES = 64 << 10
 FEW_CHUNKS = 16
 #: Stored bytes one worker-thread task fetches and decodes.
 PIECE_BYTES = 4 << 20
-
-
-#: Pipelines kept by :meth:`ManifestCodecPipeline.from_array_metadata_and_store`.
-PIPELINES_KEPT = 4096
-_pipelines: dict[int, tuple[Any, ArraySpec, ManifestCodecPipeline]] = {}
 
 
 @dataclass
@@ -195,9 +175,9 @@ RESOLVED_KEPT = 256
 def _resolved_specs(aa_codecs: tuple[Any, ...], spec: ArraySpec) -> _Resolved:
     """zarr's ``resolve_aa_specs``, the same objects for the same codecs and spec.
 
-    Reads share their chunk specs (``_zarr_read_path._array_spec``) and an array its
-    codecs, and resolving a transpose builds a new spec, about 10 µs, at every read of
-    a band-first TIFF, as long as reading one of its small strips."""
+    Reads share their chunk specs (``zarr_read_path._array_spec``) and an array its
+    codecs, and resolving a transpose builds a new spec at every read of a band-first
+    TIFF, which takes as long as reading one of its small strips."""
     key = (id(aa_codecs), id(spec))
     found = _resolved.get(key)
     if found is not None:
@@ -211,7 +191,7 @@ def _resolved_specs(aa_codecs: tuple[Any, ...], spec: ArraySpec) -> _Resolved:
 
 def _inverse_orders(transposes: Sequence[TransposeCodec]) -> tuple[tuple[int, ...], ...]:
     """The axis orders undoing ``transposes``, in decode order (last codec first).
-    Inverted in Python: a few axes, where ``np.argsort`` costs 5 µs per read."""
+    Inverted in Python: for a few axes ``np.argsort``'s call costs more than the work."""
     return tuple(_inverse_permutation(c.order) for c in reversed(transposes))
 
 
@@ -222,7 +202,7 @@ def _inverse_permutation(order: Sequence[int]) -> tuple[int, ...]:
     return tuple(inverse)
 
 
-def _raw_layout(pipeline: BatchedCodecPipeline, array_spec: ArraySpec) -> _RawLayout | None:
+def raw_layout(pipeline: BatchedCodecPipeline, array_spec: ArraySpec) -> _RawLayout | None:
     ab = pipeline.array_bytes_codec
     if type(ab) is not BytesCodec:
         return None
@@ -243,350 +223,267 @@ def _raw_layout(pipeline: BatchedCodecPipeline, array_spec: ArraySpec) -> _RawLa
     return _RawLayout(view, aa, _inverse_orders(aa), predictor)
 
 
-@dataclass(frozen=True)
-class ManifestCodecPipeline(CodecPipeline):
-    """zarr's batched pipeline, with whole-batch reads from ManifestStores (see the module)."""
+def reads_manifests(pipeline: ManifestCodecPipeline) -> bool:
+    """Whether the pipeline can read chunks from a manifest itself (else zarr's does)."""
+    if pipeline.transform is None or not _KNOWS_VIRTUALIZARR:
+        return False
+    return not (
+        pipeline.inner.supports_partial_decode
+        and isinstance(pipeline.inner.array_bytes_codec, ArrayBytesCodecPartialDecodeMixin)
+    )
 
-    inner: BatchedCodecPipeline
-    transform: ChunkTransform | None  # None: a codec has no synchronous decode
-    raw: _RawLayout | None = None
 
-    @classmethod
-    def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
-        inner = BatchedCodecPipeline.from_codecs(codecs, batch_size=batch_size)
-        return cls(inner=inner, transform=None)
+async def read(
+    pipeline: ManifestCodecPipeline,
+    batch_info: Iterable[ChunkInfo],
+    out: NDBuffer,
+    drop_axes: tuple[int, ...] = (),
+) -> tuple[GetResult, ...]:
+    batch = batch_info if isinstance(batch_info, list) else list(batch_info)
+    located = locate(pipeline, batch, out)
+    if located is None:
+        return await pipeline.inner.read(batch, out, drop_axes)
+    store, plan = located
+    target: Any = out.as_ndarray_like()
+    await read_planned(store, plan, batch, decoder(pipeline, drop_axes, target))
+    for i in plan.missing:
+        _, spec, _, out_selection, _ = batch[i]
+        target[out_selection] = fill_value_or_default(spec)
+    missing = set(plan.missing)
+    return tuple(
+        GetResult(status="missing" if i in missing else "present") for i in range(len(batch))
+    )
 
-    @classmethod
-    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
-        """The pipeline zarr builds for an array it opens (``from_codecs``, then
-        ``evolve_from_array_spec`` with the same chunk spec), built once per codec list
-        and chunk spec: opening each of many arrays parsed from one file's metadata
-        would otherwise build the same pipeline again (a fifth of opening one)."""
-        if not isinstance(array_metadata, ArrayV3Metadata):
-            raise NotImplementedError  # zarr builds it
-        grid = array_metadata.chunk_grid
-        spec = ArraySpec(
-            shape=grid.chunk_shape
-            if isinstance(grid, RegularChunkGridMetadata)
-            else (1,) * len(array_metadata.shape),
-            dtype=array_metadata.data_type,
-            fill_value=array_metadata.fill_value,
-            config=ArrayConfig.from_dict({}),
-            prototype=default_buffer_prototype(),
-        )
-        codecs = array_metadata.codecs
-        found = _pipelines.get(id(codecs))
-        with contextlib.suppress(Exception):  # e.g. fill values that do not compare
-            if found is not None and found[0] is codecs and bool(found[1] == spec):
-                return cast("Self", found[2])
-        pipeline = cls.from_codecs(codecs).evolve_from_array_spec(spec)
-        if len(_pipelines) >= PIPELINES_KEPT:
-            _pipelines.clear()
-        # The codec list is kept with the entry, so its id names it while it is kept.
-        _pipelines[id(codecs)] = (codecs, spec, pipeline)
-        return pipeline
 
-    def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
-        inner = self.inner.evolve_from_array_spec(array_spec)
-        try:
-            transform: ChunkTransform | None = ChunkTransform(codecs=tuple(inner))
-        except TypeError:
-            transform = None
-        return type(self)(inner=inner, transform=transform, raw=_raw_layout(inner, array_spec))
-
-    def __iter__(self) -> Iterator[Codec]:
-        return iter(self.inner)
-
-    @property
-    def supports_partial_decode(self) -> bool:
-        return self.inner.supports_partial_decode
-
-    @property
-    def supports_partial_encode(self) -> bool:
-        return self.inner.supports_partial_encode
-
-    def validate(
-        self,
-        *,
-        shape: tuple[int, ...],
-        dtype: ZDType[TBaseDType, TBaseScalar],
-        chunk_grid: ChunkGridMetadata,
-    ) -> None:
-        self.inner.validate(shape=shape, dtype=dtype, chunk_grid=chunk_grid)
-
-    def compute_encoded_size(self, byte_length: int, array_spec: ArraySpec) -> int:
-        return self.inner.compute_encoded_size(byte_length, array_spec)
-
-    async def decode(
-        self, chunk_bytes_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
-    ) -> Iterable[NDBuffer | None]:
-        return await self.inner.decode(chunk_bytes_and_specs)
-
-    async def encode(
-        self, chunk_arrays_and_specs: Iterable[tuple[NDBuffer | None, ArraySpec]]
-    ) -> Iterable[Buffer | None]:
-        return await self.inner.encode(chunk_arrays_and_specs)
-
-    async def write(
-        self,
-        batch_info: Iterable[tuple[ByteSetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
-        value: NDBuffer,
-        drop_axes: tuple[int, ...] = (),
-    ) -> None:
-        await self.inner.write(batch_info, value, drop_axes)
-
-    async def read(
-        self,
-        batch_info: Iterable[ChunkInfo],
-        out: NDBuffer,
-        drop_axes: tuple[int, ...] = (),
-    ) -> tuple[GetResult, ...]:
-        batch = batch_info if isinstance(batch_info, list) else list(batch_info)
-        located = self._locate(batch, out)
-        if located is None:
-            return await self.inner.read(batch, out, drop_axes)
-        store, plan = located
-        target: Any = out.as_ndarray_like()
-        await read_planned(store, plan, batch, self._decoder(drop_axes, target))
-        for i in plan.missing:
-            _, spec, _, out_selection, _ = batch[i]
-            target[out_selection] = fill_value_or_default(spec)
-        missing = set(plan.missing)
-        return tuple(
-            GetResult(status="missing" if i in missing else "present") for i in range(len(batch))
-        )
-
-    def _locate(
-        self, batch: Sequence[ChunkInfo], out: NDBuffer
-    ) -> tuple[ManifestStore, _Plan] | None:
-        """The chunks' places in the manifest, or None where this pipeline does not apply."""
-        if not batch or not self.reads_manifests:
-            return None  # e.g. sharding: the codec fetches inner chunks itself
-        first = batch[0][0]
-        if not isinstance(first, StorePath) or not isinstance(first.store, ManifestStore):
+def locate(
+    pipeline: ManifestCodecPipeline, batch: Sequence[ChunkInfo], out: NDBuffer
+) -> tuple[ManifestStore, _Plan] | None:
+    """The chunks' places in the manifest, or None where this pipeline does not apply."""
+    if not batch or not reads_manifests(pipeline):
+        return None  # e.g. sharding: the codec fetches inner chunks itself
+    first = batch[0][0]
+    if not isinstance(first, StorePath) or not isinstance(first.store, ManifestStore):
+        return None
+    if not isinstance(out.as_ndarray_like(), np.ndarray):
+        return None
+    store = first.store
+    if not hasattr(store, "_group") or not hasattr(store, "_registry"):
+        return None
+    node, suffix = deepest_node(store._group, first.path)
+    if not isinstance(node, ManifestArray) or suffix.endswith("zarr.json"):
+        return None
+    manifest = node.manifest
+    if not all(hasattr(manifest, a) for a in ("_paths", "_offsets", "_lengths", "_inlined")):
+        return None  # a VirtualiZarr whose manifest layout this module does not know
+    prefix = first.path[: len(first.path) - len(suffix)]
+    keys = []
+    for getter, *_ in batch:
+        if not isinstance(getter, StorePath) or getter.store is not store:
             return None
-        if not isinstance(out.as_ndarray_like(), np.ndarray):
-            return None
-        store = first.store
-        if not hasattr(store, "_group") or not hasattr(store, "_registry"):
-            return None
-        node, suffix = deepest_node(store._group, first.path)
-        if not isinstance(node, ManifestArray) or suffix.endswith("zarr.json"):
-            return None
-        manifest = node.manifest
-        if not all(hasattr(manifest, a) for a in ("_paths", "_offsets", "_lengths", "_inlined")):
-            return None  # a VirtualiZarr whose manifest layout this module does not know
-        prefix = first.path[: len(first.path) - len(suffix)]
-        keys = []
-        for getter, *_ in batch:
-            if not isinstance(getter, StorePath) or getter.store is not store:
-                return None
-            keys.append(getter.path)
-        if not all(key.startswith(prefix) for key in keys):
-            return None
-        keys = [key[len(prefix) :] for key in keys]
-        if len(keys) <= FEW_CHUNKS:
-            return store, _plan_few(node, manifest, keys)
-        return store, _plan(manifest, _grid_indices(node, keys, manifest._paths.ndim))
+        keys.append(getter.path)
+    if not all(key.startswith(prefix) for key in keys):
+        return None
+    keys = [key[len(prefix) :] for key in keys]
+    if len(keys) <= FEW_CHUNKS:
+        return store, _plan_few(node, manifest, keys)
+    return store, _plan(manifest, _grid_indices(node, keys, manifest._paths.ndim))
 
-    @property
-    def reads_manifests(self) -> bool:
-        """Can this pipeline read chunks from a manifest itself (else zarr's pipeline does)?"""
-        if self.transform is None or not _KNOWS_VIRTUALIZARR:
-            return False
-        return not (
-            self.inner.supports_partial_decode
-            and isinstance(self.inner.array_bytes_codec, ArrayBytesCodecPartialDecodeMixin)
-        )
 
-    def block_decoder(
-        self, blocks: np.ndarray[Any, Any], spec: ArraySpec, short: dict[int, ArraySpec]
-    ) -> _Decode:
-        """A function decoding chunks with the codec chain into ``blocks[item]`` (one
-        whole chunk of shape ``spec.shape`` each; the chunks in ``short`` have their own,
-        smaller, spec and fill the start of theirs), for reads assembling many chunks."""
-        decode_chunk = self.chunk_decoder()
+def block_decoder(
+    pipeline: ManifestCodecPipeline,
+    blocks: np.ndarray[Any, Any],
+    spec: ArraySpec,
+    short: dict[int, ArraySpec],
+) -> _Decode:
+    """A function decoding chunks with the codec chain into ``blocks[item]`` (one
+    whole chunk of shape ``spec.shape`` each; the chunks in ``short`` have their own,
+    smaller, spec and fill the start of theirs), for reads assembling many chunks."""
+    decode_chunk = chunk_decoder(pipeline)
 
-        def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
-            for i in items:
-                own = short.get(i) if short else None
-                decoded = decode_chunk(chunks[i], own or spec)
-                if own is None:
-                    blocks[i] = decoded
-                else:
-                    blocks[i][tuple(slice(0, n) for n in own.shape)] = decoded
-
-        return decode
-
-    def chunk_decoder(self) -> Callable[[Any, ArraySpec], Any]:
-        """A function decoding one chunk's stored bytes with the codec chain into an
-        array, for the chunks of one read (whose specs differ only in shape): what zarr's
-        ``ChunkTransform.decode_chunk`` returns, by the same codecs in the same order.
-
-        Transposes are undone as NumPy views, and each shape's specs resolved once,
-        where zarr's codec objects would cost as much per chunk as decoding a small JPEG
-        tile. Before the ``bytes`` codec, the bytes->bytes codecs are undone on the bytes
-        themselves (:func:`_bytes_decoder`: zlib by libdeflate, checksums without
-        buffers)."""
-        transform = self.transform
-        assert transform is not None  # reads_manifests checked
-        # all synchronous (the transform exists)
-        bb_codecs: tuple[Any, ...] = self.inner.bytes_bytes_codecs
-        ab_codec: Any = self.inner.array_bytes_codec
-        aa_codecs: tuple[Any, ...] = self.inner.array_array_codecs
-        plain_bytes = type(ab_codec) is BytesCodec
-        transposes = all(type(c) is TransposeCodec for c in aa_codecs)
-        if not transposes and not (
-            plain_bytes and any(inflates_into_chunk(bb_codecs, k) for k in range(len(bb_codecs)))
-        ):
-
-            def decode_with_zarr(data: Any, spec: ArraySpec) -> Any:
-                buffer = spec.prototype.buffer.from_bytes(data)
-                return transform.decode_chunk(buffer, spec).as_ndarray_like()
-
-            return decode_with_zarr
-        # The chunk's decoded size is the size of the bytes->bytes codecs' output only
-        # before the ``bytes`` codec.
-        undo = _bytes_decoder(bb_codecs, sized=plain_bytes)
-        inverse_orders = _inverse_orders(aa_codecs) if transposes else ()
-        # Packed samples (TIFF masks, bilevel images) unpack without zarr's buffers,
-        # which cost as much as unpacking a small mask tile.
-        packed = type(ab_codec) is TiffPackintsCodec
-        resolved: dict[tuple[int, ...], tuple[tuple[ArraySpec, ...], ArraySpec, np.dtype]] = {}
-
-        def decode(data: Any, spec: ArraySpec) -> Any:
-            found = resolved.get(spec.shape)
-            if found is None:
-                aa_specs, ab_spec = _resolved_specs(aa_codecs, spec)
-                native = np.dtype(ab_spec.dtype.to_native_dtype())
-                found = resolved[spec.shape] = (aa_specs, ab_spec, native)
-            aa_specs, ab_spec, native = found
-            if bb_codecs:
-                nbytes = math.prod(ab_spec.shape) * native.itemsize if plain_bytes else 0
-                data = undo(data, ab_spec, nbytes)
-            if packed:  # not plain bytes, so only transposes come before it here
-                array = ab_codec.decode_array(data, ab_spec.shape, native)
+    def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
+        for i in items:
+            own = short.get(i) if short else None
+            decoded = decode_chunk(chunks[i], own or spec)
+            if own is None:
+                blocks[i] = decoded
             else:
-                decoded = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
-                if not transposes:
-                    for codec, codec_spec in zip(
-                        reversed(aa_codecs), reversed(aa_specs), strict=True
-                    ):
-                        decoded = codec._decode_sync(decoded, codec_spec)
-                    return decoded.as_ndarray_like()
-                array = decoded.as_ndarray_like()
-            for order in inverse_orders:
-                array = array.transpose(order)
-            return array
+                blocks[i][tuple(slice(0, n) for n in own.shape)] = decoded
 
-        return decode
+    return decode
 
-    def stored_bytes_decoder(
-        self,
-        parts: list[Any] | np.ndarray[Any, Any],
-        spec: ArraySpec,
-        short: dict[int, ArraySpec],
-    ) -> _Decode:
-        """For chunks stored as plain numbers (:attr:`raw`): a function putting each
-        chunk's bytes, bytes->bytes codecs undone (so in the ``bytes`` codec's byte order
-        and layout, a predictor not yet undone), at ``parts[item]`` (a list, or a row of
-        a ``uint8`` array of one row per chunk), every chunk of shape ``spec.shape``: the
-        chunks in ``short`` have their own, smaller, spec and are placed at the start of
-        a chunk of that shape."""
-        raw, bb_codecs = self.raw, self.inner.bytes_bytes_codecs
-        assert raw is not None
-        undo = _bytes_decoder(bb_codecs)
-        into_list = isinstance(parts, list)
-        _, ab_spec = _resolved_specs(raw.aa_codecs, spec)
-        stored_shape = ab_spec.shape
-        itemsize = raw.view_dtype.itemsize
-        whole_nbytes = math.prod(stored_shape) * itemsize
 
-        def undone(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
-            if bb_codecs:
-                data = undo(data, ab_spec, nbytes)
-            size = memoryview(data).nbytes
-            if size != nbytes:
-                raise ValueError(
-                    f"a chunk holds {size} bytes, its shape {ab_spec.shape} "
-                    f"of {raw.view_dtype} needs {nbytes}"
-                )
-            return data
+def chunk_decoder(pipeline: ManifestCodecPipeline) -> Callable[[Any, ArraySpec], Any]:
+    """A function decoding one chunk's stored bytes with the codec chain into an
+    array, for the chunks of one read (whose specs differ only in shape): what zarr's
+    ``ChunkTransform.decode_chunk`` returns, by the same codecs in the same order.
 
-        def padded(data: Any, own: ArraySpec) -> Any:
-            _, own_ab = _resolved_specs(raw.aa_codecs, own)
-            own_nbytes = math.prod(own_ab.shape) * itemsize
-            array = np.frombuffer(undone(data, own_ab, own_nbytes), dtype=raw.view_dtype)
-            whole = np.zeros(stored_shape, dtype=raw.view_dtype)
-            whole[tuple(slice(0, n) for n in own_ab.shape)] = array.reshape(own_ab.shape)
-            return whole.reshape(-1).view(np.uint8)
+    Transposes are undone as NumPy views, and each shape's specs resolved once,
+    where zarr's codec objects would cost as much per chunk as decoding a small JPEG
+    tile. Before the ``bytes`` codec, the bytes->bytes codecs are undone on the bytes
+    themselves (:func:`_bytes_decoder`: zlib by libdeflate, checksums without
+    buffers)."""
+    transform = pipeline.transform
+    assert transform is not None  # reads_manifests checked
+    # all synchronous (the transform exists)
+    bb_codecs: tuple[Any, ...] = pipeline.inner.bytes_bytes_codecs
+    ab_codec: Any = pipeline.inner.array_bytes_codec
+    aa_codecs: tuple[Any, ...] = pipeline.inner.array_array_codecs
+    plain_bytes = type(ab_codec) is BytesCodec
+    transposes = all(type(c) is TransposeCodec for c in aa_codecs)
+    if not transposes and not (
+        plain_bytes and any(inflates_into_chunk(bb_codecs, k) for k in range(len(bb_codecs)))
+    ):
+
+        def decode_with_zarr(data: Any, spec: ArraySpec) -> Any:
+            buffer = spec.prototype.buffer.from_bytes(data)
+            return transform.decode_chunk(buffer, spec).as_ndarray_like()
+
+        return decode_with_zarr
+    # The chunk's decoded size is the size of the bytes->bytes codecs' output only
+    # before the ``bytes`` codec.
+    undo = _bytes_decoder(bb_codecs, sized=plain_bytes)
+    inverse_orders = _inverse_orders(aa_codecs) if transposes else ()
+    # Packed samples (TIFF masks, bilevel images) unpack without zarr's buffers,
+    # which cost as much as unpacking a small mask tile.
+    packed = type(ab_codec) is TiffPackintsCodec
+    resolved: dict[tuple[int, ...], tuple[tuple[ArraySpec, ...], ArraySpec, np.dtype]] = {}
+
+    def decode(data: Any, spec: ArraySpec) -> Any:
+        found = resolved.get(spec.shape)
+        if found is None:
+            aa_specs, ab_spec = _resolved_specs(aa_codecs, spec)
+            native = np.dtype(ab_spec.dtype.to_native_dtype())
+            found = resolved[spec.shape] = (aa_specs, ab_spec, native)
+        aa_specs, ab_spec, native = found
+        if bb_codecs:
+            nbytes = math.prod(ab_spec.shape) * native.itemsize if plain_bytes else 0
+            data = undo(data, ab_spec, nbytes)
+        if packed:  # not plain bytes, so only transposes come before it here
+            array = ab_codec.decode_array(data, ab_spec.shape, native)
+        else:
+            decoded = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
+            if not transposes:
+                for codec, codec_spec in zip(
+                    reversed(aa_codecs), reversed(aa_specs), strict=True
+                ):
+                    decoded = codec._decode_sync(decoded, codec_spec)
+                return decoded.as_ndarray_like()
+            array = decoded.as_ndarray_like()
+        for order in inverse_orders:
+            array = array.transpose(order)
+        return array
+
+    return decode
+
+
+def stored_bytes_decoder(
+    pipeline: ManifestCodecPipeline,
+    parts: list[Any] | np.ndarray[Any, Any],
+    spec: ArraySpec,
+    short: dict[int, ArraySpec],
+) -> _Decode:
+    """For chunks stored as plain numbers (:attr:`raw`): a function putting each
+    chunk's bytes, bytes->bytes codecs undone (so in the ``bytes`` codec's byte order
+    and layout, a predictor not yet undone), at ``parts[item]`` (a list, or a row of
+    a ``uint8`` array of one row per chunk), every chunk of shape ``spec.shape``: the
+    chunks in ``short`` have their own, smaller, spec and are placed at the start of
+    a chunk of that shape."""
+    raw, bb_codecs = pipeline.raw, pipeline.inner.bytes_bytes_codecs
+    assert raw is not None
+    undo = _bytes_decoder(bb_codecs)
+    into_list = isinstance(parts, list)
+    _, ab_spec = _resolved_specs(raw.aa_codecs, spec)
+    stored_shape = ab_spec.shape
+    itemsize = raw.view_dtype.itemsize
+    whole_nbytes = math.prod(stored_shape) * itemsize
+
+    def undone(data: Any, ab_spec: ArraySpec, nbytes: int) -> Any:
+        if bb_codecs:
+            data = undo(data, ab_spec, nbytes)
+        size = memoryview(data).nbytes
+        if size != nbytes:
+            raise ValueError(
+                f"a chunk holds {size} bytes, its shape {ab_spec.shape} "
+                f"of {raw.view_dtype} needs {nbytes}"
+            )
+        return data
+
+    def padded(data: Any, own: ArraySpec) -> Any:
+        _, own_ab = _resolved_specs(raw.aa_codecs, own)
+        own_nbytes = math.prod(own_ab.shape) * itemsize
+        array = np.frombuffer(undone(data, own_ab, own_nbytes), dtype=raw.view_dtype)
+        whole = np.zeros(stored_shape, dtype=raw.view_dtype)
+        whole[tuple(slice(0, n) for n in own_ab.shape)] = array.reshape(own_ab.shape)
+        return whole.reshape(-1).view(np.uint8)
+
+    def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
+        for i in items:
+            own = short.get(i) if short else None
+            data = (
+                undone(chunks[i], ab_spec, whole_nbytes)
+                if own is None
+                else padded(chunks[i], own)
+            )
+            parts[i] = data if into_list else np.frombuffer(data, dtype=np.uint8)
+
+    return decode
+
+
+def decoder(pipeline: ManifestCodecPipeline, drop_axes: tuple[int, ...], target: Any) -> _Decode:
+    """A function decoding some chunks of a batch into ``target``."""
+    transform, raw, bb_codecs = pipeline.transform, pipeline.raw, pipeline.inner.bytes_bytes_codecs
+    assert transform is not None  # _locate checked
+    if raw is None:
+        decode_chunk = chunk_decoder(pipeline)
 
         def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
-            for i in items:
-                own = short.get(i) if short else None
-                data = (
-                    undone(chunks[i], ab_spec, whole_nbytes)
-                    if own is None
-                    else padded(chunks[i], own)
-                )
-                parts[i] = data if into_list else np.frombuffer(data, dtype=np.uint8)
-
-        return decode
-
-    def _decoder(self, drop_axes: tuple[int, ...], target: Any) -> _Decode:
-        """A function decoding some chunks of a batch into ``target``."""
-        transform, raw, bb_codecs = self.transform, self.raw, self.inner.bytes_bytes_codecs
-        assert transform is not None  # _locate checked
-        if raw is None:
-            decode_chunk = self.chunk_decoder()
-
-            def decode(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
-                for i in items:
-                    _, spec, chunk_selection, out_selection, _ = batch[i]
-                    array = decode_chunk(chunks[i], spec)
-                    _scatter(array[chunk_selection], target, out_selection, drop_axes)
-                    del array  # its memory is the next chunk's (see decode_raw)
-
-            return decode
-
-        # The chunks of one read differ only in shape (edge chunks of rectilinear grids),
-        # and hashing a whole ArraySpec per chunk would cost more than the decode.
-        shapes: dict[tuple[int, ...], tuple[ArraySpec, tuple[int, ...]]] = {}
-
-        def stored(spec: ArraySpec) -> tuple[ArraySpec, tuple[int, ...]]:
-            found = shapes.get(spec.shape)
-            if found is None:
-                _, ab_spec = _resolved_specs(raw.aa_codecs, spec)
-                found = shapes[spec.shape] = (ab_spec, ab_spec.shape)
-            return found
-
-        undo = _bytes_decoder(bb_codecs)
-        itemsize = raw.view_dtype.itemsize
-
-        def decode_raw(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
             for i in items:
                 _, spec, chunk_selection, out_selection, _ = batch[i]
-                ab_spec, shape = stored(spec)
-                data = chunks[i]
-                own = False
-                if bb_codecs:
-                    fetched = data
-                    data = undo(data, ab_spec, math.prod(shape) * itemsize)
-                    # A decompressor's output is ours to overwrite; bytes passed through
-                    # (a truncate) may be shared with other chunks of the same range.
-                    own = not np.may_share_memory(
-                        np.frombuffer(data, np.uint8), np.frombuffer(fetched, np.uint8)
-                    )
-                array = np.frombuffer(data, dtype=raw.view_dtype).reshape(shape)
-                array = raw.undo_predictor(array, overwrite=own)
-                for order in raw.inverse_orders:
-                    array = array.transpose(order)
+                array = decode_chunk(chunks[i], spec)
                 _scatter(array[chunk_selection], target, out_selection, drop_axes)
-                # Freed before the next chunk is decoded, whose buffer can then take
-                # the same memory instead of fresh pages (a large tile's cost).
-                del data, array
+                del array  # its memory is the next chunk's (see decode_raw)
 
-        return decode_raw
+        return decode
+
+    # The chunks of one read differ only in shape (edge chunks of rectilinear grids),
+    # and hashing a whole ArraySpec per chunk would cost more than the decode.
+    shapes: dict[tuple[int, ...], tuple[ArraySpec, tuple[int, ...]]] = {}
+
+    def stored(spec: ArraySpec) -> tuple[ArraySpec, tuple[int, ...]]:
+        found = shapes.get(spec.shape)
+        if found is None:
+            _, ab_spec = _resolved_specs(raw.aa_codecs, spec)
+            found = shapes[spec.shape] = (ab_spec, ab_spec.shape)
+        return found
+
+    undo = _bytes_decoder(bb_codecs)
+    itemsize = raw.view_dtype.itemsize
+
+    def decode_raw(batch: Sequence[ChunkInfo], chunks: Any, items: list[int]) -> None:
+        for i in items:
+            _, spec, chunk_selection, out_selection, _ = batch[i]
+            ab_spec, shape = stored(spec)
+            data = chunks[i]
+            own = False
+            if bb_codecs:
+                fetched = data
+                data = undo(data, ab_spec, math.prod(shape) * itemsize)
+                # A decompressor's output is ours to overwrite; bytes passed through
+                # (a truncate) may be shared with other chunks of the same range.
+                own = not np.may_share_memory(
+                    np.frombuffer(data, np.uint8), np.frombuffer(fetched, np.uint8)
+                )
+            array = np.frombuffer(data, dtype=raw.view_dtype).reshape(shape)
+            array = raw.undo_predictor(array, overwrite=own)
+            for order in raw.inverse_orders:
+                array = array.transpose(order)
+            _scatter(array[chunk_selection], target, out_selection, drop_axes)
+            # Freed before the next chunk is decoded, whose buffer can then take
+            # the same memory instead of fresh pages (a large tile's cost).
+            del data, array
+
+    return decode_raw
+
 
 
 def _decode_bytes(
@@ -624,7 +521,7 @@ def _bytes_decoder(
     bound: dict[tuple[tuple[int, ...], int], _BoundSteps] = {}
     # The spec and size of the chunk before and their steps, one tuple replaced whole
     # (threads may share a decoder): most chunks of a read have the spec object of the
-    # one before, for which even the lookup by shape costs a microsecond a chunk.
+    # one before, for which even the lookup by shape costs noticeably per chunk.
     last: list[tuple[Any, int, _BoundSteps]] = [(None, -1, ((), False))]
 
     def bind(ab_spec: ArraySpec, nbytes: int) -> _BoundSteps:
@@ -738,14 +635,14 @@ def _direct_decode(bb_codecs: Sequence[Any], k: int, *, sized: bool = True) -> _
     decode = _imagecodecs_function(codec)
     lzw_sized = sized and all(type(c) is TruncateCodec for c in bb_codecs[:k])
     if decode is imagecodecs.lzw_decode and lzw_sized:
-        # Decoding LZW into a buffer of known size takes 40% less time than letting it
+        # Decoding LZW into a buffer of known size takes much less time than letting it
         # find the size. imagecodecs stops at the buffer's end: that is the truncate
         # codec's cut when it follows; else one byte more, so that a stream decoding
         # to more than the chunk still fails the size check, as through the codecs.
         # The buffer is an array's memory, of which imagecodecs returns the part
         # written: given a size instead, it shrinks the bytes it made to what was
-        # written, a copy of the whole chunk (a 1 MiB tile: 0.08 ms to decode, 0.8 ms
-        # with the copy). imagecodecs reads any bytes-like object.
+        # written, a copy of the whole chunk that costs several times the decoding.
+        # imagecodecs reads any bytes-like object.
         extra = 0 if k else 1
 
         def lzw(spec: ArraySpec, nbytes: int) -> Callable[[Any], Any]:
@@ -819,7 +716,7 @@ def _scatter(
         and all(type(part) is slice for part in out_selection)
     ):
         # A view of the output (slices only): a decoded pixel-interleaved chunk's bands
-        # are split by OpenCV where it can (virtualizarr_fill.deinterleave).
+        # are split by OpenCV where it can (virtualizarr_fill.reads.deinterleave).
         copy_planes(target[out_selection], selected)
         return
     target[out_selection] = selected  # converts a stored byte order to the native one
@@ -1086,19 +983,14 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-@contextlib.contextmanager
-def use_manifest_pipeline() -> Iterator[None]:
-    """Read with :class:`ManifestCodecPipeline` inside the ``with`` block."""
-    with zarr.config.set({"codec_pipeline.path": PIPELINE_PATH}):
-        yield
-
-
-register_pipeline(ManifestCodecPipeline)
-
-# zarr's array read, for this pipeline's reads of ManifestStores (imported here, after
-# everything it uses from this module is defined).
-from virtualizarr_fill import _zarr_read_path  # noqa: E402
-
-_zarr_read_path.install()
-
-__all__ = ["PIPELINE_PATH", "ManifestCodecPipeline", "use_manifest_pipeline"]
+__all__ = [
+    "block_decoder",
+    "chunk_decoder",
+    "decoder",
+    "locate",
+    "raw_layout",
+    "read",
+    "read_planned",
+    "reads_manifests",
+    "stored_bytes_decoder",
+]

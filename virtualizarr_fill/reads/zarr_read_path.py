@@ -1,16 +1,15 @@
 """zarr's array reads and group opens for ManifestStores read with the manifest
-pipeline (:class:`~virtualizarr_fill.read_pipeline.ManifestCodecPipeline`), without
+pipeline (:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`), without
 zarr's per-chunk objects and event-loop trips.
 
 Before it calls the codec pipeline, zarr builds three objects for every chunk of a read:
 a chunk projection from the indexer, a ``StorePath`` for the chunk key (which the
 pipeline then parses back into grid indices) and, on rectilinear grids, an
-``ArraySpec``: 25-50 µs per chunk, most of the time taken to read an array of ten
-thousand small chunks. And every synchronous read or group member access is handed to
-zarr's event-loop thread and waited for (about 0.2 ms), and every open parses the
-member's ``zarr.json`` again (about 0.2 ms): most of reading a file of many small
-arrays. When the array's pipeline is a :class:`ManifestCodecPipeline` and its store a
-ManifestStore, this module
+``ArraySpec``: most of the time taken to read an array of ten thousand small
+chunks. And every synchronous read or group member access is handed to zarr's
+event-loop thread and waited for, and every open parses the member's ``zarr.json``
+again: most of reading a file of many small arrays. When the array's pipeline is a
+:class:`ManifestCodecPipeline` and its store a ManifestStore, this module
 
 1. projects the selection per dimension (zarr's own dimension indexers) and looks the
    chunks' grid indices up in the manifest all at once (:func:`get_selection`);
@@ -33,8 +32,9 @@ ManifestStore, this module
 The values are those of zarr's own read, bit for bit (tests/test_zarr_read_path.py).
 Every other read or open (other pipelines or stores, zarr format 2, structured-field or
 ``out=`` reads, ``array.read_missing_chunks=False``, non-NumPy buffers) goes to zarr's
-own functions unchanged. Installed when :mod:`virtualizarr_fill.read_pipeline` is
-imported, for the zarr versions of ``ZARR_RANGE`` only.
+own functions unchanged. Installed by :func:`virtualizarr_fill.fast_reads` for the
+duration of its ``with`` block,
+for the zarr releases it was written against (:func:`supported`).
 
 Retire when zarr's read path hands codec pipelines chunk grid indices instead of
 per-chunk store paths and specs, and reads stores that never wait without its event
@@ -82,21 +82,14 @@ from zarr.core.metadata import ArrayV3Metadata
 from zarr.storage._common import StorePath
 from zarr.storage._utils import _join_paths
 
-from virtualizarr_fill import read_pipeline
-from virtualizarr_fill._sync_store import (
-    _resolve,
-    deepest_node,
-    local_descriptor,
-    metadata_node,
-    read_at,
-    read_into,
-)
-from virtualizarr_fill._vz_adapter import ZARR_RANGE
-from virtualizarr_fill.deinterleave import copy_planes, split_planes, splits_fast
 from virtualizarr_fill.errors import StoreReadError
-from virtualizarr_fill.read_pipeline import (
-    PIPELINE_PATH,
-    ManifestCodecPipeline,
+from virtualizarr_fill.manifests.byte_ranges import local_descriptor, read_at, read_into
+from virtualizarr_fill.manifests.byte_ranges import resolve as _resolve
+from virtualizarr_fill.manifests.store import deepest_node, metadata_node
+from virtualizarr_fill.manifests.upstream import NEWEST_TESTED
+from virtualizarr_fill.reads import PIPELINE_PATH, manifest_reads
+from virtualizarr_fill.reads.deinterleave import copy_planes, split_planes, splits_fast
+from virtualizarr_fill.reads.manifest_reads import (
     _fetch_and_decode,
     _pieces,
     _Plan,
@@ -106,6 +99,7 @@ from virtualizarr_fill.read_pipeline import (
     plan_located,
     read_planned,
 )
+from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
 from virtualizarr_fill.zarr_metadata import copy_with_attributes, json_copy
 
 if TYPE_CHECKING:
@@ -123,7 +117,7 @@ BLOCK_CHUNK_BYTES = 64 << 10
 #: Fewest chunks in a read assembled from an array of whole chunks.
 BLOCK_MIN_CHUNKS = 16
 #: Decoded bytes up to which chunks stored as plain numbers are joined into one bytes
-#: object (one call, where copying each into an array costs microseconds per chunk); a
+#: object (one call, where copying each into an array costs time per chunk); a
 #: larger read copies them, keeping its peak memory at twice the array.
 JOIN_BYTES = 64 << 20
 #: Bytes read at a time from one run of chunks stored as plain numbers whose layout the
@@ -310,10 +304,10 @@ async def _read_blocking(
     files of one spanning several, are shared between it and worker threads (it would
     otherwise only wait: a read of one piece handed to a worker took longer than
     reading it here)."""
-    if not read_pipeline.threaded(plan) and len(plan.by_file) <= 1:
+    if not manifest_reads.threaded(plan) and len(plan.by_file) <= 1:
         _fetch_and_decode(store, plan, batch, decode)
         return
-    pieces = list(_pieces(plan, read_pipeline.sharing_workers(plan)))
+    pieces = list(_pieces(plan, manifest_reads.sharing_workers(plan)))
     if not pieces:
         return
     pool = _pool()
@@ -330,7 +324,7 @@ async def _read_blocking(
 def _blocking_select(array: Any, indexer: Indexer, out: Any, fields: Any, prototype: Any) -> Any:
     """What zarr's synchronous ``Array`` methods return for ``indexer``, read in the
     calling thread when this module reads it (:data:`_NOT_NUMPY` otherwise): zarr's own
-    way hands the read to its event loop thread and waits, about 0.2 ms per read."""
+    way hands the read to its event loop thread and waits, at every read."""
     async_array = array.async_array
     node = _applicable(
         async_array.store_path, async_array.metadata, async_array.codec_pipeline,
@@ -379,7 +373,7 @@ def array_getitem(self: Any, selection: Any) -> Any:
 
     zarr tests each such selection for fancy, then orthogonal, indexing, reads a tuple
     as an orthogonal selection (xarray's reads among them) and builds an orthogonal
-    indexer for it: 15-20 µs, about as long as the rest of planning the read of one
+    indexer for it, which takes about as long as the rest of planning the read of one
     small tile. The values are the same either way."""
     if _slices_integers_ellipsis(selection):
         selected = _selected_here(self, BasicIndexer, selection, None, None, None)
@@ -426,10 +420,11 @@ def group_getitem(self: Any, path: str) -> Any:
     """zarr's ``Group.__getitem__``, opened in the calling thread for a group of a
     ManifestStore read with the manifest pipeline.
 
-    zarr hands every open to its event loop thread and waits (about 0.2 ms, most of
+    zarr hands every open to its event loop thread and waits (most of the cost of
     opening one array of a file with a thousand); opening from a ManifestStore never
     waits on anything (its ``zarr.json`` documents are in memory, see
-    :mod:`virtualizarr_fill._sync_store`), so the same coroutine runs to its end here.
+    :class:`~virtualizarr_fill.manifests.FileManifestStore`), so the same coroutine runs to
+    its end here.
     Anything that would wait goes to zarr's own ``__getitem__``."""
     async_group = self._async_group
     if (
@@ -465,7 +460,7 @@ def _run_here(coroutine: Coroutine[Any, Any, Any]) -> Any:
 
 # zarr's ``open_group``, run in the calling thread for a ManifestStore opened read-only
 # and read with the manifest pipeline. zarr hands the open to its event-loop thread and
-# waits, about 0.2 ms of the 0.3 ms it takes (a third of reading a small TIFF whole);
+# waits, most of what the open costs (a good part of reading a small TIFF whole);
 # nothing in opening a ManifestStore waits (see :func:`group_getitem`), so zarr's own
 # coroutine runs to its end here. Any other open, or one that would wait, is zarr's own.
 # It keeps zarr's name, docstring and signature: it replaces zarr's public function.
@@ -518,9 +513,9 @@ async def read_metadata_v3(store: Any, path: str) -> Any:
     """zarr's ``_read_metadata_v3`` (the metadata object of the node at ``path``), for a
     ManifestStore read with the manifest pipeline parsed once per node and path.
 
-    zarr parses a node's ``zarr.json`` into a metadata object at every open, about
-    0.2 ms, most of opening a small array. A ManifestStore's documents do not change
-    (:mod:`virtualizarr_fill._sync_store` encodes each once), so the first parse is
+    zarr parses a node's ``zarr.json`` into a metadata object at every open, most of
+    the cost of opening a small array. A ManifestStore's documents do not change
+    (``FileManifestStore`` encodes each once), so the first parse is
     kept with the node's metadata and each open gets a copy of it whose attributes are
     its own (zarr updates them in place), equal to a fresh parse."""
     parsed = await _parsed_node(store, path)
@@ -534,8 +529,8 @@ async def get_node_v3(store: Any, path: str) -> Any:
     ManifestStore read with the manifest pipeline built once per node and configuration.
 
     zarr's ``AsyncArray`` parses its runtime configuration from ``zarr.config``, derives
-    its chunk grid and builds a codec pipeline at every open: 0.15 ms, most of opening
-    an array whose metadata is already parsed (:func:`read_metadata_v3`). All three
+    its chunk grid and builds a codec pipeline at every open: most of the cost of
+    opening an array whose metadata is already parsed (:func:`read_metadata_v3`). All three
     depend only on that metadata, the store and the configuration, so the first open's
     array is kept and each later open is a copy of it with its own metadata copy."""
     parsed = await _parsed_node(store, path)
@@ -600,7 +595,7 @@ def _array_config() -> ArrayConfig:
     """The ``ArrayConfig`` zarr derives from ``zarr.config`` for an array opened without
     one, the same object while those values stay the same (parsing it anew costs more
     than reading the values)."""
-    # One lookup of the section: a ``zarr.config.get`` per name cost 7 µs an open.
+    # One lookup of the section: a ``zarr.config.get`` per name costs one each open.
     section = zarr.config.get("array", None)
     if isinstance(section, dict):
         values = tuple(section.get(name) for name in _ARRAY_CONFIG_NAMES)
@@ -719,13 +714,13 @@ async def _read(
             for p in projections
         ]
         coords = [tuple(p.chunk_coords) for p in projections]
-        if len(coords) <= read_pipeline.FEW_CHUNKS:
+        if len(coords) <= manifest_reads.FEW_CHUNKS:
             plan = plan_entries(manifest, coords)
         else:
             plan = _plan(manifest, np.array(coords, dtype=np.intp).reshape(len(coords), ndim))
         drop_axes = indexer.drop_axes
     plan.decoded_nbytes = target.nbytes
-    await run(store, plan, batch, pipeline._decoder(drop_axes, target))
+    await run(store, plan, batch, pipeline.decoder(drop_axes, target))
     for i in plan.missing:
         _, spec, _, out_selection, _ = batch[i]
         target[out_selection] = fill_value_or_default(spec)
@@ -763,7 +758,7 @@ def _array_spec(
 def _plan_product(manifest: Any, indices: Sequence[Sequence[int]]) -> _Plan:
     """Where the chunks of the product of per-dimension grid indices are (zarr's order)."""
     count = math.prod(len(ix) for ix in indices)
-    if count <= read_pipeline.FEW_CHUNKS:
+    if count <= manifest_reads.FEW_CHUNKS:
         return plan_entries(manifest, list(itertools.product(*indices)))
     if not indices:
         return _plan(manifest, np.zeros((1, 0), dtype=np.intp))
@@ -784,7 +779,7 @@ def _plan_ranges(manifest: Any, ranges: list[range]) -> _Plan:
     """:func:`_plan_product` of step-1 ranges: the manifest's arrays sliced, which costs
     far less than indexing them with the grid indices of every chunk."""
     count = math.prod(len(r) for r in ranges)
-    if count <= read_pipeline.FEW_CHUNKS or manifest._inlined or not manifest._paths.ndim:
+    if count <= manifest_reads.FEW_CHUNKS or manifest._inlined or not manifest._paths.ndim:
         return _plan_product(manifest, ranges)
     where = tuple(slice(r.start, r.stop) for r in ranges)
     return plan_located(
@@ -828,7 +823,7 @@ def _step_one_projections(
     """What zarr's dimension indexers yield (``list(dim_indexer)`` per dimension) for a
     selection of step-1 slices and integers whose chunks are ``ranges``
     (:func:`_step_one_ranges`): the same projections, from each chunk's offset and size
-    in zarr's grid. zarr's iterators handle any step, at about 4 µs a chunk, as long as
+    in zarr's grid. zarr's iterators handle any step, at a cost per chunk as large as
     the rest of planning the read of a few small chunks."""
     dims = []
     for dim, indices in zip(indexer.dim_indexers, ranges, strict=True):
@@ -1038,7 +1033,7 @@ def _axis_boxes(selected: slice, chunk_length: int) -> list[_AxisBox]:
 def _band_planes(blocks: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """``blocks`` (chunk, band, y, x) viewing pixel-interleaved chunks laid one after
     the other: the same values as a new array of contiguous band planes, split by
-    OpenCV (:func:`~virtualizarr_fill.deinterleave.split_planes`), whose rows the
+    OpenCV (:func:`~virtualizarr_fill.reads.deinterleave.split_planes`), whose rows the
     boxes of :func:`_copy_lattice` then copy whole, where its rows are long enough
     (:data:`SPLIT_MIN_WIDTH`); ``blocks`` itself otherwise."""
     if blocks.ndim != 4 or blocks.shape[-1] < SPLIT_MIN_WIDTH:
@@ -1073,10 +1068,10 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
     piece cannot be read (the caller then reads the usual way, which reports why).
 
     That is a large pixel-interleaved uncompressed TIFF, whose bands are separated by a
-    copy (:func:`~virtualizarr_fill.deinterleave.copy_planes`): read whole into a new
+    copy (:func:`~virtualizarr_fill.reads.deinterleave.copy_planes`): read whole into a new
     buffer first, the buffer's fresh pages and the cache misses of copying out of it
     cost twice the copy. The file is opened once for all pieces. Reads of
-    :data:`~virtualizarr_fill.read_pipeline.THREADED_BYTES` or more split the pieces
+    :data:`~virtualizarr_fill.reads.manifest_reads.THREADED_BYTES` or more split the pieces
     among worker threads (NumPy's strided copies release the GIL), unless OpenCV split
     the first piece: its copy is then quicker than the hand-off."""
     pipeline, (spec, short) = lattice.pipeline, lattice.layout
@@ -1139,7 +1134,7 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
         buffers: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None] | None = None,
     ) -> bool | None:
         """Read and copy the pieces ``mine``: None if one cannot be read, else whether
-        the last was split by OpenCV (:func:`~virtualizarr_fill.deinterleave.copy_planes`)."""
+        the last was split by OpenCV (:func:`~virtualizarr_fill.reads.deinterleave.copy_planes`)."""
         scratch, values = buffers or scratch_and_values()
         # Along ``split`` only: ``values`` is selected along the other axes.
         source_at: list[slice] = [slice(None)] * view.ndim
@@ -1164,7 +1159,7 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
         if descriptor is None:
             return False
         # pread takes its own offset: threads share the descriptor.
-        if count * nbytes < read_pipeline.THREADED_BYTES:
+        if count * nbytes < manifest_reads.THREADED_BYTES:
             return copy_pieces(descriptor, pieces) is not None
         mine = scratch_and_values()
         split_fast = copy_pieces(descriptor, pieces[:1], mine)
@@ -1172,12 +1167,12 @@ async def _read_span_in_pieces(lattice: _Lattice) -> bool:
             return False
         rest = pieces[1:]
         # OpenCV's split is quicker than handing pieces to other threads.
-        workers = 1 if split_fast else min(read_pipeline._max_workers(), len(rest))
+        workers = 1 if split_fast else min(manifest_reads._max_workers(), len(rest))
         if workers < 2:
             return copy_pieces(descriptor, rest, mine) is not None
         share = -(-len(rest) // workers)
         parts = [rest[k : k + share] for k in range(0, len(rest), share)]
-        pool = read_pipeline._pool()
+        pool = manifest_reads._pool()
         if lattice.run is _read_blocking:
             others = [pool.submit(copy_pieces, descriptor, part) for part in parts[1:]]
             done = copy_pieces(descriptor, parts[0], mine) is not None
@@ -1217,8 +1212,8 @@ SPLIT_AT_ONCE_BYTES = 16 << 20
 
 #: Fewest samples in a row of a chunk for its bands to be split by OpenCV into planes
 #: of their own before they are copied into place (:func:`_band_planes`). Shorter
-#: rows are quicker copied into place by NumPy straight from the interleaved samples:
-#: 64x64 RGB tiles in 0.9 times the time, 128x128 ones in twice the time.
+#: rows are quicker copied into place by NumPy straight from the interleaved samples
+#: (measured on 64x64 and 128x128 RGB tiles: the crossover lies between them).
 SPLIT_MIN_WIDTH = 128
 
 
@@ -1285,7 +1280,7 @@ async def _read_in_place(lattice: _Lattice) -> bool:
     if start + out.nbytes > end:
         return False
     obj_store, path = _resolve(lattice.store._registry, url)
-    if lattice.run is _read_blocking or out.nbytes < read_pipeline.THREADED_BYTES:
+    if lattice.run is _read_blocking or out.nbytes < manifest_reads.THREADED_BYTES:
         done = read_into(obj_store, path, start, out)
     else:  # a large read, on zarr's event loop: not there
         loop = asyncio.get_running_loop()
@@ -1504,11 +1499,25 @@ async def _read_span(store: ManifestStore, span: tuple[str, int, int], size: int
     return buffer
 
 
+def supported() -> bool:
+    """Whether this module was written against the installed zarr's read path: the
+    functions it replaces exist, and zarr's release is no newer than the newest tested
+    (its replacements copy what those functions do)."""
+    version = Version(Version(zarr.__version__).base_version)
+    newest = NEWEST_TESTED["zarr"]
+    return (version.major, version.minor) <= (newest.major, newest.minor) and all(
+        hasattr(owner, name)
+        for owner, name in (
+            (zarr_array, "_get_selection"),
+            (zarr_group, "_read_metadata_v3"),
+            (zarr_group, "_get_node_v3"),
+            (zarr_sync_api, "open_group"),
+        )
+    )
+
+
 def install() -> None:
-    """Route zarr's array reads through this module (idempotent), for the zarr versions
-    it was written against."""
-    if not (ZARR_RANGE[0] <= Version(zarr.__version__) < ZARR_RANGE[1]):
-        return
+    """Route zarr's array reads through this module (see :func:`supported`)."""
     zarr_array._get_selection = get_selection  # type: ignore[assignment]
     zarr_array.Array.__getitem__ = array_getitem  # type: ignore[method-assign]
     zarr_array.Array.get_basic_selection = get_basic_selection  # type: ignore[method-assign]
@@ -1531,4 +1540,4 @@ def uninstall() -> None:
     zarr_sync_api.open_group = zarr.open_group = _zarr_open_group
 
 
-__all__ = ["get_selection", "install", "uninstall"]
+__all__ = ["get_selection", "install", "supported", "uninstall"]

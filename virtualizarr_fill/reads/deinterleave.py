@@ -3,8 +3,8 @@
 
 That copy is what an uncompressed pixel-interleaved TIFF costs on top of reading it
 (the dataset is band-first, as rioxarray's). NumPy's strided copy moves one sample at a
-time: 0.75 ms for a 791x718 RGB image of bytes, more than reading the file. OpenCV's
-``cv2.split`` moves whole vectors (0.1 ms for the same image); it is used when installed
+time, which for an RGB image of bytes takes longer than reading the file. OpenCV's
+``cv2.split`` moves whole vectors, several times quicker; it is used when installed
 (``pip install "virtualizarr-fill[fast]"``, part of the test extra) and NumPy copies
 otherwise. Both are bit copies, so samples are split by their size alone, whatever
 their type or byte order.
@@ -41,8 +41,8 @@ def copy_planes(dest: np.ndarray, source: np.ndarray) -> bool:
 
     OpenCV writes planes with gaps between their rows (a tile's place in a larger
     output) more slowly than NumPy copies them: those are split into a new band-first
-    array first, whose planes NumPy then copies row by row (a 512x512 RGB tile:
-    0.15 ms against NumPy's 0.35 ms)."""
+    array first, whose planes NumPy then copies row by row (quicker for a 512x512 RGB
+    tile than NumPy's copy from the interleaved samples)."""
     if _splittable(dest, source):
         if _planes_contiguous(dest):
             if _split(source, dest):
@@ -64,9 +64,9 @@ def split_planes(dest: np.ndarray, source: np.ndarray) -> bool:
     return _splittable(dest, source) and _planes_contiguous(dest) and _split(source, dest)
 
 
-#: Fewest bytes split by OpenCV. A call costs about 14 µs, as much as NumPy's copy of
-#: 32 KiB; into planes with gaps it gains little below 128 KiB (a 128x128 RGB tile:
-#: 18 µs against 24 µs), which reads of small tiles did not show.
+#: Fewest bytes split by OpenCV. A call has a fixed cost as large as NumPy's copy of
+#: 32 KiB; into planes with gaps it gains little below 128 KiB (a 128x128 RGB tile),
+#: which reads of small tiles did not show.
 SPLIT_MIN_BYTES = 128 << 10
 
 

@@ -1,0 +1,72 @@
+"""Python processes with and without virtualizarr-fill installed (test utility).
+
+"Without" is this virtual environment's own site-packages minus virtualizarr-fill: a
+folder of links to every installed distribution except this project's (its
+``dist-info``, whose entry points zarr would load, and its editable-install finder), so
+both environments hold exactly the same zarr, VirtualiZarr, xarray, icechunk and h5py.
+The interpreter starts without its own site-packages (``-S``), adds the folder with
+``site.addsitedir`` (which runs the ``.pth`` files there) and runs outside the checkout,
+so ``import virtualizarr_fill`` fails there as it would where the package is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+PROJECT_ENTRIES = (
+    "virtualizarr_fill",
+    "__editable__.virtualizarr_fill",
+    "__editable___virtualizarr_fill",
+)
+
+
+def site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def site_without_project(folder: Path) -> Path:
+    """A folder holding links to every entry of site-packages except this project's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in site_packages().iterdir():
+        if entry.name.startswith(PROJECT_ENTRIES) or (folder / entry.name).exists():
+            continue
+        (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+def run_python(
+    code: str,
+    *,
+    cwd: Path,
+    without_project: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter in ``cwd``; without this project installed when
+    ``without_project`` is a folder made by :func:`site_without_project`."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    environment.update(env or {})
+    if without_project is None:
+        args = [sys.executable, "-c", code]
+    else:
+        prelude = f"import site; site.addsitedir({str(without_project)!r})\n"
+        args = [sys.executable, "-S", "-c", prelude + code]
+    return subprocess.run(
+        args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def run_pytest(
+    args: list[str],
+    *,
+    cwd: Path,
+    without_project: Path | None = None,
+    timeout: float = 1800,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest args`` in ``cwd``, with or without this project installed."""
+    code = f"import sys, pytest; sys.exit(pytest.main({args!r}))"
+    return run_python(code, cwd=cwd, without_project=without_project, timeout=timeout)

@@ -1,0 +1,476 @@
+"""``virtualizarr-fill build``: mosaics, series placed by coordinate, appends, the build
+record, and the mistakes users make on the command line.
+
+Stores are real Icechunk repositories on disk read back as users read them
+(``virtualizarr_fill.open_icechunk``, xarray, rioxarray); expected values come from
+rasterio (``rasterio.merge.merge`` for mosaics) and from xarray reading the netCDF files
+with h5netcdf.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import virtualizarr_fill
+from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_IO, EXIT_OK, EXIT_USAGE, main
+
+Tiles = Callable[..., list[Path]]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _error_line(err: str) -> str:
+    """The error line of stderr (after any progress lines), checked to be one line."""
+    lines = [line for line in err.splitlines() if line.startswith("virtualizarr-fill: error:")]
+    assert len(lines) == 1, err
+    assert "internal error" not in lines[0], err
+    return lines[0]
+
+
+def _merged(paths: list[Path]) -> tuple[np.ndarray, object]:
+    import rasterio
+    from rasterio.merge import merge
+
+    sources = [rasterio.open(p) for p in paths]
+    try:
+        return merge(sources)
+    finally:
+        for source in sources:
+            source.close()
+
+
+def _snapshots(repo: Path) -> int:
+    from virtualizarr_fill.writers.repository import open_repository
+
+    return len(list(open_repository(repo).ancestry(branch="main")))
+
+
+# --------------------------------------------------------------------------- mosaics
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_mosaic_of_shuffled_tiles_equals_rasterio_merge(
+    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str], workers: str
+) -> None:
+    import rioxarray  # noqa: F401  (the .rio accessor)
+
+    paths = write_tiles(tmp_path / "tiles")
+    repo = tmp_path / "mosaic.icechunk"
+    code, out, err = _run(capsys, "build", *paths, "--out", repo, "--workers", workers)
+    assert code == EXIT_OK, err
+    assert "files:     6 virtualized" in out
+    merged, transform = _merged(paths)
+    ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
+    np.testing.assert_array_equal(ds["band_data"].values, merged)
+    assert ds.rio.transform() == transform
+    assert ds.rio.crs.to_epsg() == 32633
+    assert ds["band_data"].attrs.get("_FillValue", ds["band_data"].encoding.get("_FillValue")) == 0
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("gap", r"gap along"),
+        ("overlap", r"overlap"),
+        ("crs", r"different coordinate reference systems"),
+    ],
+)
+def test_mosaic_refuses_bad_tile_sets_in_one_line(
+    tmp_path: Path,
+    write_tiles: Tiles,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    message: str,
+) -> None:
+    if case == "gap":
+        paths = [p for p in write_tiles(tmp_path / "t") if p.stem not in {"tile_0_1", "tile_1_1"}]
+    elif case == "overlap":
+        paths = write_tiles(tmp_path / "t", shift={(0, 1): (-20.0, 0.0)})
+    else:
+        paths = write_tiles(tmp_path / "t", crs=["EPSG:32633"] * 5 + ["EPSG:32634"])
+    repo = tmp_path / "m.icechunk"
+    code, _, err = _run(capsys, "build", *paths, "--out", repo)
+    assert code == EXIT_BAD_INPUT
+    assert message in _error_line(err) or __import__("re").search(message, err)
+    assert not repo.exists()
+
+
+def test_mosaic_with_gaps_allowed_reads_fill_where_tiles_are_missing(
+    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Both tiles of the middle column missing: the rows still form a grid, with a gap.
+    paths = [p for p in write_tiles(tmp_path / "t") if p.stem not in {"tile_0_1", "tile_1_1"}]
+    repo = tmp_path / "m.icechunk"
+    code, _, err = _run(capsys, "build", *paths, "--out", repo, "--allow-gaps")
+    assert code == EXIT_OK, err
+    ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
+    merged, _ = _merged(paths)  # rasterio fills the gap with nodata (0)
+    # rasterio's merge spans the gap; the virtual mosaic holds the tiles' columns only
+    x_merged = ds["x"].values
+    import rasterio
+
+    with rasterio.open(sorted(paths)[0]) as first:
+        left = first.transform.c
+    columns = np.round((x_merged - left - 5.0) / 10.0).astype(int)
+    np.testing.assert_array_equal(ds["band_data"].values, merged[:, :, columns])
+
+
+# --------------------------------------------------------------------------- series
+
+
+def _column_strips(directory: Path, count: int) -> list[Path]:
+    """``count`` georeferenced GeoTIFF strips stacked north to south (row_0 on top)."""
+    import rasterio
+    from rasterio.transform import from_origin
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(3)
+    paths = []
+    for i in range(count):
+        path = directory / f"row_{i}.tif"
+        with rasterio.open(
+            path, "w", driver="GTiff", width=20, height=10, count=1, dtype="int16",
+            crs="EPSG:32633", transform=from_origin(300000.0, 5000000.0 - i * 100.0, 10.0, 10.0),
+            nodata=-1, blockysize=4,
+        ) as dst:  # fmt: skip
+            dst.write(rng.integers(0, 1000, (1, 10, 20), dtype="int16"))
+        paths.append(path)
+    return paths
+
+
+def _native_rows(rows: list[Path]) -> np.ndarray:
+    """The strips as rasterio reads them, stacked north to south."""
+    import rasterio
+
+    native = []
+    for path in rows:
+        with rasterio.open(path) as src:
+            native.append(src.read())
+    return np.concatenate(native, axis=1)
+
+
+def test_series_is_placed_by_coordinate_not_argument_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+
+    rows = _column_strips(tmp_path / "rows", 3)
+    repo = tmp_path / "s.icechunk"
+    code, _, err = _run(
+        capsys, "build", rows[1], rows[0], rows[2], "--concat-dim", "y", "--out", repo
+    )
+    assert code == EXIT_OK, err
+    ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
+    np.testing.assert_array_equal(ds["band_data"].values, _native_rows(rows))
+    assert np.all(np.diff(ds["y"].values) < 0)
+
+
+def test_series_refuses_a_gap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _column_strips(tmp_path / "rows", 3)
+    repo = tmp_path / "s.icechunk"
+    code, _, err = _run(capsys, "build", rows[0], rows[2], "--concat-dim", "y", "--out", repo)
+    assert code == EXIT_BAD_INPUT
+    line = _error_line(err)
+    assert "gap along 'y'" in line and "row_0.tif" in line and "row_2.tif" in line
+    assert not repo.exists()
+
+
+# --------------------------------------------------------------------------- append
+
+
+def _days(directory: Path, starts: list[str], dtype: str = "float32") -> list[Path]:
+    """netCDF-4 files of 5 daily steps each, every file with its own time units."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    paths = []
+    for start in starts:
+        path = directory / f"day_{start}.nc"
+        times = pd.date_range(start, periods=5, freq="D")
+        ds = xr.Dataset(
+            {"t2m": (("time", "lat"), rng.random((5, 3)).astype(dtype), {"units": "K"})},
+            coords={"time": times, "lat": [10.0, 20.0, 30.0]},
+        )
+        encoding = {
+            "t2m": {"chunksizes": (2, 3)},
+            "time": {"units": f"days since {start}", "dtype": "int32"},
+        }
+        ds.to_netcdf(path, engine="h5netcdf", encoding=encoding)
+        paths.append(path)
+    return paths
+
+
+STARTS = ["2024-01-01", "2024-01-06", "2024-01-11", "2024-01-16"]
+
+
+def test_append_equals_building_everything_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the later files in a directory of their own, outside the first build's containers
+    days = _days(tmp_path / "january" / "a", STARTS[:2]) + _days(
+        tmp_path / "january" / "b", STARTS[2:]
+    )
+    whole, grown = tmp_path / "whole.icechunk", tmp_path / "grown.icechunk"
+    assert _run(capsys, "build", *days, "--concat-dim", "time", "--out", whole)[0] == EXIT_OK
+    assert _run(capsys, "build", *days[:2], "--concat-dim", "time", "--out", grown)[0] == EXIT_OK
+    code, out, err = _run(capsys, "build", *days[2:], "--out", grown, "--append")
+    assert code == EXIT_OK, err
+    assert "appended" in out
+    assert _snapshots(grown) == _snapshots(whole) + 1  # one commit per build or append
+
+    expected = xr.open_mfdataset(days, engine="h5netcdf", combine="by_coords").load()
+    for repo in (whole, grown):
+        ds = virtualizarr_fill.open_icechunk(repo).load()
+        xr.testing.assert_equal(ds["t2m"], expected["t2m"])
+        np.testing.assert_array_equal(ds["time"].values, expected["time"].values)
+    # the record counts every input
+    record = json.loads(virtualizarr_fill.open_icechunk(grown).attrs["virtualizarr_fill_build"])
+    assert record["mode"] == "series" and record["dim"] == "time" and record["inputs"] == 4
+
+
+@pytest.mark.parametrize("case", ["again", "earlier", "gap", "dtype", "kerchunk", "mosaic"])
+def test_append_refuses_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], write_tiles: Tiles, case: str
+) -> None:
+    days = _days(tmp_path / "data", STARTS)
+    repo = tmp_path / "r.icechunk"
+    build = ["build", *days[1:3], "--concat-dim", "time", "--out", repo]
+    if case == "kerchunk":
+        repo = tmp_path / "r.json"
+        build = ["build", *days[1:3], "--concat-dim", "time", "--out", repo]
+    if case == "mosaic":
+        build = ["build", *write_tiles(tmp_path / "tiles"), "--out", repo]
+    assert _run(capsys, *build)[0] == EXIT_OK
+    before = _snapshots(repo) if case != "kerchunk" else 0
+    new = {
+        "again": [days[2]],
+        "earlier": [days[0]],
+        "gap": [days[3].with_name("x.nc")],
+        "dtype": _days(tmp_path / "f8", [STARTS[3]], dtype="float64"),
+        "kerchunk": [days[3]],
+        "mosaic": [days[3]],
+    }[case]
+    if case == "gap":  # one day missing between the stored files and the new one
+        new = _days(tmp_path / "late", ["2024-01-17"])
+    code, _, err = _run(capsys, "build", *new, "--out", repo, "--append")
+    line = _error_line(err)
+    expected = {
+        "again": ("already holds", EXIT_BAD_INPUT),
+        "earlier": ("come before the end", EXIT_BAD_INPUT),
+        "gap": ("gap along 'time'", EXIT_BAD_INPUT),
+        "dtype": ("cannot", EXIT_BAD_INPUT),
+        "kerchunk": ("cannot be appended to", EXIT_USAGE),
+        "mosaic": ("built as a mosaic", EXIT_USAGE),
+    }[case]
+    assert expected[0] in line and code == expected[1], err
+    if case != "kerchunk":
+        assert _snapshots(repo) == before  # nothing committed
+
+
+def test_append_refuses_options_and_a_repository_without_a_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    days = _days(tmp_path / "data", STARTS[:2])
+    repo = tmp_path / "r.icechunk"
+    code, _, err = _run(capsys, "build", days[1], "--out", repo, "--append", "--concat-dim", "time")
+    assert code == EXIT_USAGE and "drop --concat-dim" in _error_line(err)
+    # a repository written in Python, without a build record
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+
+    from virtualizarr_fill.writers.repository import create_repository
+
+    url = f"file://{days[0]}"
+    python_repo = create_repository(repo, [url])
+    session = python_repo.writable_session("main")
+    store = virtualizarr_fill.HDF5Parser()(url, ObjectStoreRegistry({"file://": LocalStore()}))
+    virtualizarr_fill.to_icechunk(store.to_virtual_dataset(), session.store)
+    session.commit("written in Python")
+    code, _, err = _run(capsys, "build", days[1], "--out", repo, "--append")
+    assert code == EXIT_USAGE and "no build record" in _error_line(err)
+
+
+# --------------------------------------------------------------------------- small things
+
+
+def test_single_file_needs_no_dimension_and_the_summary_opens_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import rasterio
+
+    path = _column_strips(tmp_path / "one", 1)[0]
+    repo = tmp_path / "one.icechunk"
+    code, out, err = _run(capsys, "build", path, "--out", repo)
+    assert code == EXIT_OK, err
+    containers = next(line for line in out.splitlines() if "containers:" in line)
+    assert f"file://{path.parent}/" in containers
+    snippet = next(line for line in out.splitlines() if "open with:" in line)
+    namespace: dict[str, object] = {}
+    exec(snippet.split("open with:", 1)[1].strip(), namespace)  # the printed snippet runs
+    ds = namespace["ds"]
+    assert isinstance(ds, xr.Dataset)
+    with rasterio.open(path) as src:
+        native = src.read(masked=True)
+    np.testing.assert_array_equal(ds["band_data"].values, native.astype("f4").filled(np.nan))
+
+
+@pytest.mark.parametrize("name", ["own+er", "with space", "ünï", "a=b,c;d@e"])
+def test_paths_with_special_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+
+    rows = _column_strips(tmp_path / name / "data", 2)
+    repo = tmp_path / name / "r.icechunk"
+    code, _, err = _run(capsys, "build", *rows, "--concat-dim", "y", "--out", repo)
+    assert code == EXIT_OK, err
+    ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
+    np.testing.assert_array_equal(ds["band_data"].values, _native_rows(rows))
+    code, _, err = _run(capsys, "inspect", rows[0])
+    assert code == EXIT_OK, err
+
+
+def test_paths_a_url_cannot_name_and_malformed_file_urls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, character in [("a#b", "'#'"), ("100%", "'%'")]:
+        odd = _column_strips(tmp_path / name, 1)[0]
+        code, _, err = _run(capsys, "build", odd, "--out", tmp_path / "r.icechunk")
+        assert code == EXIT_USAGE and character in _error_line(err)
+    plain = _column_strips(tmp_path / "plain", 1)[0]
+    code, _, err = _run(capsys, "build", f"file://localhost{plain}", "--out", tmp_path / "r")
+    assert code == EXIT_OK, err
+    two_slashes = "file://" + str(plain).lstrip("/")
+    code, _, err = _run(capsys, "build", two_slashes, "--out", tmp_path / "r.icechunk")
+    assert code == EXIT_USAGE and "three slashes" in _error_line(err)
+
+
+def test_destination_type_comes_from_its_suffix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _column_strips(tmp_path / "one", 1)[0]
+    code, _, err = _run(capsys, "build", path, "--out", tmp_path / "x.zarr")
+    assert code == EXIT_USAGE and "unknown store type '.zarr'" in _error_line(err)
+    assert not (tmp_path / "x.zarr").exists()
+    assert _run(capsys, "build", path, "--out", tmp_path / "plain")[0] == EXIT_OK
+    assert (tmp_path / "plain" / "repo").exists() or any((tmp_path / "plain").iterdir())
+
+
+def test_inspect_carries_on_past_a_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _column_strips(tmp_path / "one", 1)[0]
+    code, out, _ = _run(capsys, "inspect", tmp_path / "missing.tif", path)
+    assert code != EXIT_OK
+    assert "missing.tif" in out and "no such file" in out
+    assert "band_data" in out  # the file after the missing one was inspected
+
+
+def test_a_missing_object_is_one_readable_line(
+    s3_server: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+    from virtualizarr_fill.cli import _inputs
+
+    s3_server.create_bucket("missing-objects")
+    for key, value in {
+        "AWS_ENDPOINT_URL": s3_server.endpoint,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": REGION,
+        "AWS_ALLOW_HTTP": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(_inputs, "_STORES", {})
+    url = "s3://missing-objects/tiles/nothing.tif"
+    code, _, err = _run(capsys, "build", url, "--out", tmp_path / "r.icechunk", "--workers", "0")
+    line = _error_line(err)
+    assert code == EXIT_IO
+    assert url in line and "not found" in line.lower()
+    assert len(line) < 300, line  # not a debug dump of the object store's error
+
+
+@pytest.mark.parametrize("parser", ["TIFFParser", "HDF5Parser"])
+def test_a_url_outside_the_registry_lists_the_registered_prefixes(parser: str) -> None:
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    with pytest.raises(virtualizarr_fill.UnregisteredURLError) as raised:
+        getattr(virtualizarr_fill, parser)()("s3://bucket/x.tif", registry)
+    assert "s3://bucket/x.tif" in str(raised.value)
+    assert "registered: file://" in str(raised.value)
+
+
+@pytest.mark.parametrize("suffix", ["json", "parquet"])
+def test_kerchunk_summary_snippet_opens_the_references(
+    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    paths = write_tiles(tmp_path / "tiles", tiled=True)
+    refs = tmp_path / f"mosaic.{suffix}"
+    code, out, err = _run(capsys, "build", *paths, "--out", refs)
+    assert code == EXIT_OK, err
+    snippet = next(line for line in out.splitlines() if "open with:" in line)
+    namespace: dict[str, object] = {}
+    exec(snippet.split("open with:", 1)[1].strip(), namespace)
+    ds = namespace["ds"]
+    assert isinstance(ds, xr.Dataset)
+    merged, _ = _merged(paths)
+    np.testing.assert_array_equal(ds["band_data"].fillna(0).values.astype("u1"), merged)
+
+
+def test_forced_zarr_format_2_that_cannot_hold_the_codecs_is_a_clear_refusal(
+    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # three interleaved bands: the array needs a transpose codec, which format 2 lacks
+    path = write_tiles(tmp_path / "tiles")[0]
+    refs = tmp_path / "one.json"
+    code, _, err = _run(capsys, "build", path, "--out", refs, "--kerchunk-format", "2")
+    assert code == EXIT_BAD_INPUT
+    assert "Zarr format 2" in _error_line(err)
+    assert not refs.exists()
+    assert _run(capsys, "build", path, "--out", refs)[0] == EXIT_OK  # auto: format 3
+
+
+def test_append_to_something_that_is_not_a_repository(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _column_strips(tmp_path / "one", 1)[0]
+    other = tmp_path / "not-a-repo"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    code, _, err = _run(capsys, "build", path, "--out", other, "--append")
+    assert code == EXIT_USAGE and "no Icechunk repository" in _error_line(err)
+    code, _, err = _run(capsys, "build", path, "--out", tmp_path / "missing", "--append")
+    assert code == EXIT_USAGE and "no Icechunk repository" in _error_line(err)
+
+
+def test_append_in_a_fresh_process_to_a_rectilinear_series(tmp_path: Path) -> None:
+    """Five time steps per file in chunks of two: the stored series is rectilinear, and
+    a new process appending to it must be able to open it."""
+    import subprocess
+    import sys
+
+    days = _days(tmp_path / "data", STARTS[:3])
+    repo = tmp_path / "r.icechunk"
+    command = [sys.executable, "-m", "virtualizarr_fill.cli", "build"]
+    env = {k: v for k, v in __import__("os").environ.items() if "RECTILINEAR" not in k}
+    first = [*command, str(days[0]), str(days[1]), "--concat-dim", "time", "--out", str(repo)]
+    for argv in (first, [*command, str(days[2]), "--out", str(repo), "--append"]):
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == EXIT_OK, done.stderr
+    ds = virtualizarr_fill.open_icechunk(repo).load()
+    expected = xr.open_mfdataset(days, engine="h5netcdf", combine="by_coords").load()
+    xr.testing.assert_equal(ds["t2m"], expected["t2m"])

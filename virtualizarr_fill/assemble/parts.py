@@ -1,0 +1,302 @@
+"""What combining needs of one parsed file, without building its xarray Dataset.
+
+Combining N files through xarray (``open_virtual_mfdataset``, ``xr.combine_nested``)
+builds N Datasets, each with its coordinates decoded and indexed, and aligns them: most
+of the time of building a store from many small files. :class:`FilePart` keeps only
+what :mod:`.series` and :mod:`.mosaic` use: each array as the file's virtual variable
+would wrap it, with its dimensions and attributes; the decoded 1-D dimension
+coordinates; the dataset's attributes. Once checked against the first file,
+:func:`compact` keeps of a file only what the combination takes from it (the manifests
+of the variables being combined, their coordinates), sharing everything equal to the
+first file's, so that memory grows with the chunk references, not with the files'
+metadata. The first file's part is also built into its full Dataset
+(:func:`part_dataset`), whose structure the result takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from virtualizarr.manifests import ManifestArray, ManifestGroup
+from zarr.core.metadata.v3 import ArrayV3Metadata
+
+from virtualizarr_fill.manifests.array import FillManifestArray
+from virtualizarr_fill.manifests.dataset import loaded_variables
+from virtualizarr_fill.manifests.store import FileManifestStore
+
+
+@dataclass
+class FilePart:
+    """One parsed file, for combining."""
+
+    url: str
+    #: Each array as its virtual variable wraps it (no dimension names, fill attributes).
+    arrays: dict[str, ManifestArray]
+    #: Each array's dimensions.
+    dims: dict[str, tuple[str, ...]]
+    #: Each array's attributes (its variable's).
+    var_attrs: dict[str, dict[str, Any]]
+    #: The dataset's attributes (the group's, less those xarray consumes).
+    attributes: dict[str, Any]
+    #: The 1-D dimension coordinates, decoded, with values in memory.
+    coords: dict[str, xr.Variable] = field(default_factory=dict)
+    #: Names of the arrays that are coordinates of the file's dataset.
+    coord_names: frozenset[str] = frozenset()
+
+    def combined(self, dims: Sequence[str], new_dim: bool) -> list[str]:
+        """The virtual variables a combination along ``dims`` concatenates (stacking
+        along a new dimension: every data variable)."""
+        return [
+            name
+            for name in self.arrays
+            if name not in self.coords
+            and (
+                name not in self.coord_names if new_dim else any(d in self.dims[name] for d in dims)
+            )
+        ]
+
+    def sizes(self) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for name, array in self.arrays.items():
+            for dim, n in zip(self.dims[name], array.shape, strict=True):
+                sizes[dim] = n
+        return sizes
+
+
+#: Attributes xarray's CF decoding reads; a variable with none of them, of plain numbers
+#: in native byte order, decodes to itself.
+_CF_ATTRIBUTES = frozenset(
+    {
+        "units",
+        "calendar",
+        "scale_factor",
+        "add_offset",
+        "_FillValue",
+        "missing_value",
+        "_Unsigned",
+        "dtype",
+        "_Encoding",
+        "flag_values",
+    }
+)
+
+
+def _decode(name: str, variable: xr.Variable, decode_times: bool | None) -> xr.Variable:
+    dtype = variable.dtype
+    if (
+        dtype.kind in "iuf"
+        and dtype.isnative
+        and not _CF_ATTRIBUTES.intersection(variable.attrs)
+        and isinstance(variable.data, np.ndarray)
+    ):
+        # What xarray's decoding makes of it: the same values, the dtype recorded.
+        return xr.Variable(
+            variable.dims, variable.data, variable.attrs, {**variable.encoding, "dtype": dtype}
+        )
+    options: dict[str, Any] = {}
+    if decode_times is not None:
+        options["decode_times"] = decode_times
+    return xr.conventions.decode_cf_variable(name, variable, **options)
+
+
+def dataset_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes of a file's virtual dataset: its group's, less those xarray
+    consumes (``coordinates``, and netCDF-C's own ``_nc*``)."""
+    return {
+        k: v
+        for k, v in attributes.items()
+        if k != "coordinates" and not k.lower().startswith("_nc")
+    }
+
+
+def file_part(store: FileManifestStore, *, decode_times: bool | None = None) -> FilePart:
+    """The :class:`FilePart` of a parsed file (its root group)."""
+    group: ManifestGroup = store._group
+    attributes = group.metadata.attributes
+    listed = attributes.get("coordinates", "")
+    coord_names = set(listed.split() if isinstance(listed, str) else listed)
+    part = FilePart(
+        url=store.url,
+        arrays={},
+        dims={},
+        var_attrs={},
+        attributes=dataset_attributes(attributes),
+    )
+    for name, array in group.arrays.items():
+        if isinstance(array, FillManifestArray) and array.metadata.dimension_names:
+            # what to_virtual_variable wraps, without building the xarray Variable
+            part.arrays[name] = array.variable_data()
+            part.dims[name] = tuple(str(d) for d in array.metadata.dimension_names)
+            attrs = array.metadata.attributes
+        else:
+            variable = array.to_virtual_variable()
+            part.arrays[name] = variable.data
+            part.dims[name] = tuple(str(d) for d in variable.dims)
+            attrs = variable.attrs
+        part.var_attrs[name] = dict(attrs)
+        if isinstance(attrs.get("coordinates"), str):
+            coord_names.update(attrs["coordinates"].split())
+    candidates = {
+        name: array
+        for name, array in group.arrays.items()
+        if _may_be_dimension_coordinate(name, part.dims[name], array.dtype)
+    }
+    for name, variable in loaded_variables(store, candidates).items():
+        decoded = _decode(name, variable, decode_times)
+        # a netCDF character array is a dimension coordinate once its characters are
+        # joined (as VirtualiZarr decides, on the decoded variables)
+        if decoded.dims == (name,):
+            coord_names.add(name)
+            part.coords[name] = decoded.load()
+    part.coord_names = frozenset(coord_names)
+    return part
+
+
+def _may_be_dimension_coordinate(name: str, dims: tuple[str, ...], dtype: np.dtype) -> bool:
+    if dims == (name,):
+        return True
+    return len(dims) == 2 and dims[0] == name and dtype.kind == "S" and dtype.itemsize == 1
+
+
+def part_dataset(part: FilePart) -> xr.Dataset:
+    """The file's virtual dataset, as ``open_virtual_dataset`` returns it (its dimension
+    coordinates loaded), built from the part alone."""
+    from virtualizarr.xarray import (
+        construct_fully_virtual_dataset,
+        replace_virtual_with_loadable_vars,
+    )
+
+    virtual = {
+        name: xr.Variable(part.dims[name], array, part.var_attrs[name])
+        for name, array in part.arrays.items()
+    }
+    fully_virtual = construct_fully_virtual_dataset(
+        virtual_vars=virtual,
+        coord_names=[n for n in part.coord_names if n in part.arrays],
+        attrs=dict(part.attributes),
+    )
+    loadable = xr.Dataset(coords=dict(part.coords), attrs=dict(part.attributes))
+    return replace_virtual_with_loadable_vars(fully_virtual, loadable, None)
+
+
+#: Array metadata fields compared first (cheap, and where files differ); zarr's own
+#: ``ArrayV3Metadata.__eq__`` compares the JSON of both, which costs more than the rest
+#: of a file's compaction together.
+_CHEAP_FIRST = ("shape", "data_type", "chunk_grid", "codecs", "dimension_names")
+
+
+_FIELDS = [f.name for f in dataclasses.fields(ArrayV3Metadata)]
+_METADATA_FIELDS = (
+    *[n for n in _CHEAP_FIRST if n in _FIELDS],
+    *[n for n in _FIELDS if n not in _CHEAP_FIRST],
+)
+
+
+def _same_metadata(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
+    """Whether two array metadata are equal, field by field (a NaN fill value compares
+    unequal: the metadata is then not shared, which costs memory only)."""
+    return type(a) is type(b) and all(
+        bool(getattr(a, name) == getattr(b, name)) for name in _METADATA_FIELDS
+    )
+
+
+def _shared(reference: Any, value: Any) -> Any:
+    """``reference`` where it equals ``value`` (one object for every file), else ``value``."""
+    if value is reference:
+        return reference
+    try:
+        if isinstance(reference, ArrayV3Metadata):
+            return reference if _same_metadata(reference, value) else value
+        return reference if bool(reference == value) else value
+    except (TypeError, ValueError):  # values that do not compare to one truth value
+        return value
+
+
+def _sharing_metadata(reference: ManifestArray, array: ManifestArray) -> ManifestArray:
+    metadata = _shared(reference.metadata, array.metadata)
+    if metadata is array.metadata:
+        return array
+    shared: ManifestArray = object.__new__(type(array))
+    shared.__dict__.update(array.__dict__)
+    shared._metadata = metadata
+    return shared
+
+
+def _shared_array(reference: ManifestArray, array: ManifestArray) -> ManifestArray:
+    """``reference`` where ``array`` holds the same metadata and chunk references."""
+    shared = _sharing_metadata(reference, array)
+    if shared.metadata is reference.metadata and _shared(reference.manifest, array.manifest) is (
+        reference.manifest
+    ):
+        return reference
+    return shared
+
+
+def compact(
+    part: FilePart, reference: FilePart, combined: Iterable[str], dims: Iterable[str]
+) -> FilePart:
+    """``part`` reduced to what a combination along ``dims`` takes from it, everything
+    equal to ``reference``'s shared with it: the virtual variables (the ``combined``
+    ones with their own chunk references), every variable's attributes, and the
+    coordinates (those along other dimensions, equal to ``reference``'s as checked by
+    :func:`~.series.check_same_structure`, shared)."""
+    along_dims = set(dims)
+    along = set(combined)
+    arrays = {}
+    for name, array in part.arrays.items():
+        if name in part.coords:
+            continue  # loaded: its values are in ``coords``
+        if name in along:
+            arrays[name] = _sharing_metadata(reference.arrays[name], array)
+        else:
+            arrays[name] = _shared_array(reference.arrays[name], array)
+    return FilePart(
+        url=part.url,
+        arrays=arrays,
+        dims=reference.dims,
+        var_attrs={n: _shared(reference.var_attrs[n], a) for n, a in part.var_attrs.items()},
+        attributes=_shared(reference.attributes, part.attributes),
+        coords={
+            n: c if along_dims.intersection(c.dims) else reference.coords[n]
+            for n, c in part.coords.items()
+        },
+        coord_names=reference.coord_names,
+    )
+
+
+def common_attributes(attribute_sets: Sequence[Mapping[Any, Any]]) -> dict[Hashable, Any]:
+    """xarray's ``combine_attrs="drop_conflicts"``: the attributes whose values agree
+    wherever they appear (an attribute missing from some inputs is kept)."""
+    from xarray.core.utils import equivalent
+
+    result: dict[Hashable, Any] = {}
+    dropped: set[Hashable] = set()
+    seen: set[int] = set()
+    for attributes in attribute_sets:
+        if id(attributes) in seen:  # a shared dict: nothing new
+            continue
+        seen.add(id(attributes))
+        for key, value in attributes.items():
+            if key in dropped:
+                continue
+            if key not in result:
+                result[key] = value
+            elif not equivalent(result[key], value):
+                del result[key]
+                dropped.add(key)
+    return result
+
+
+__all__ = [
+    "FilePart",
+    "part_dataset",
+    "common_attributes",
+    "compact",
+    "dataset_attributes",
+    "file_part",
+]

@@ -1,0 +1,239 @@
+"""Files combined along one dimension, ordered by their coordinates.
+
+:func:`combine_parts` gives the dataset xarray's nested combine gives for the files in
+coordinate order (``xr.combine_nested(datasets, concat_dim=dim, data_vars="minimal",
+coords="minimal", compat="override", join="exact", combine_attrs="drop_conflicts")``,
+``data_vars="all"`` when stacking along a new dimension), from :class:`~.parts.FilePart`
+objects instead of one Dataset per file: every variable along ``dim`` is one
+``np.concatenate`` (or ``np.stack``) of the files' arrays, every other variable the
+first file's.
+
+Before anything is combined, the files are checked the way a user expects from a
+series (names of the files in every message):
+
+* the order comes from the files' coordinate along ``dim``, in the direction of the first
+  file's (a GeoTIFF's ``y`` decreases), not from the order given;
+* the combined coordinate must be strictly monotonic (no overlap, no duplicate);
+* where every file's coordinate is regularly spaced with one spacing, the files must
+  abut: a gap between two files is refused unless ``allow_gaps``;
+* every other 1-D dimension coordinate must be equal in every file (xarray's
+  ``join="exact"``), and the files must hold the same variables on the same dimensions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from virtualizarr.manifests import ManifestArray
+
+from virtualizarr_fill.assemble.parts import FilePart, common_attributes
+from virtualizarr_fill.errors import IncompatibleArraysError
+
+
+def _names(parts: Sequence[FilePart], indices: Sequence[int], limit: int = 3) -> str:
+    shown = [parts[i].url for i in indices[:limit]]
+    more = len(indices) - limit
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def _step(values: np.ndarray) -> Any:
+    """The spacing of a regularly spaced coordinate, or None."""
+    if values.size < 2:
+        return None
+    steps = np.diff(values)
+    first = steps[0]
+    if values.dtype.kind in "fc":
+        scale = max(float(np.max(np.abs(values))), 1.0)
+        if np.allclose(steps, first, rtol=1e-9, atol=1e-9 * scale):
+            return first
+        return None
+    return first if np.all(steps == first) else None
+
+
+def order_parts(parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False) -> list[FilePart]:
+    """The files in the order of their coordinate along ``dim`` (as given where they have
+    none), checked for overlaps and gaps (see the module docstring)."""
+    if not all(dim in part.coords for part in parts):
+        return list(parts)
+    values = [np.asarray(part.coords[dim].values) for part in parts]
+    first = values[0]
+    descending = first.size > 1 and bool(first[1] < first[0])
+    keys = [v[0] if v.size else None for v in values]
+    if any(k is None for k in keys):
+        empty = [i for i, k in enumerate(keys) if k is None]
+        raise IncompatibleArraysError(f"{_names(parts, empty)}: no values along {dim!r}")
+    order = sorted(range(len(parts)), key=lambda i: keys[i], reverse=descending)  # type: ignore[arg-type, return-value]
+    ordered = [parts[i] for i in order]
+    ordered_values = [values[i] for i in order]
+    for values_i, part in zip(ordered_values, ordered, strict=True):
+        inner = np.diff(values_i) if values_i.size > 1 else np.array([])
+        zero = np.zeros((), dtype=inner.dtype)  # typed: a timedelta compares with its unit
+        if inner.size and not (np.all(inner < zero) if descending else np.all(inner > zero)):
+            raise IncompatibleArraysError(
+                f"{part.url}: its {dim!r} coordinate is not monotonic in the direction of "
+                f"{ordered[0].url}'s"
+            )
+    steps = [_step(v) for v in ordered_values]
+    regular = all(s is not None for s in steps) and len({repr(s) for s in steps}) == 1
+    for i in range(1, len(ordered)):
+        before, after = ordered_values[i - 1][-1], ordered_values[i][0]
+        step = (after - before) if not descending else (before - after)
+        if not step > step * 0:  # overlap or duplicate (works for datetimes too)
+            raise IncompatibleArraysError(
+                f"{ordered[i - 1].url} and {ordered[i].url} overlap along {dim!r} "
+                f"({before} and {after}): a virtual dataset cannot hold both"
+            )
+        if regular and not allow_gaps:
+            spacing = steps[0]
+            expected = before + spacing
+            gap = (
+                not np.isclose(after, expected, rtol=1e-9, atol=1e-9 * max(abs(float(after)), 1.0))
+                if ordered_values[i].dtype.kind in "fc"
+                else after != expected
+            )
+            if gap:
+                pixels = (after - before) / spacing
+                if ordered_values[i].dtype.kind in "fc" and not np.isclose(
+                    pixels, np.round(pixels), atol=1e-6
+                ):
+                    raise IncompatibleArraysError(
+                        f"{ordered[i].url} is not on the grid of {ordered[i - 1].url} along "
+                        f"{dim!r}: it starts {float(pixels) - 1:g} steps of {spacing} after "
+                        "it ends (not a whole number); resample the files to one grid"
+                    )
+                raise IncompatibleArraysError(
+                    f"gap along {dim!r} between {ordered[i - 1].url} and {ordered[i].url}: "
+                    f"{before} is followed by {after}, but the files' spacing is {spacing}; "
+                    "add the missing files (or allow gaps)"
+                )
+    return ordered
+
+
+def _same_values(a: xr.Variable, b: xr.Variable) -> bool:
+    """Whether two coordinates hold the same values on the same dimensions."""
+    if a.dims != b.dims or a.shape != b.shape:
+        return False
+    return bool(np.array_equal(np.asarray(a.values), np.asarray(b.values)))
+
+
+def check_same_structure(reference: FilePart, part: FilePart, dims: Sequence[str]) -> None:
+    """Refuse a file whose variables, their dimensions, or 1-D coordinates along any
+    dimension but ``dims`` differ from ``reference``'s (xarray's ``join="exact"``)."""
+    names = set(reference.arrays)
+    if set(part.arrays) != names:
+        missing = sorted(names - set(part.arrays))
+        extra = sorted(set(part.arrays) - names)
+        raise IncompatibleArraysError(
+            f"{part.url} and {reference.url} hold different variables "
+            f"(missing {missing}, extra {extra})"
+        )
+    for name in names:
+        if part.dims[name] != reference.dims[name]:
+            raise IncompatibleArraysError(
+                f"{part.url}: {name!r} has dimensions {part.dims[name]}, "
+                f"{reference.url} has {reference.dims[name]}"
+            )
+    for name, coordinate in reference.coords.items():
+        if name in dims:
+            continue
+        other = part.coords.get(name)
+        if other is None or not _same_values(coordinate, other):
+            raise IncompatibleArraysError(
+                f"{part.url} and {reference.url} have different {name!r} coordinates, so "
+                f"they cannot be combined along {', '.join(map(repr, dims))} (files to "
+                "combine share every other coordinate)"
+            )
+
+
+def combine_parts(
+    template: xr.Dataset,
+    parts: Sequence[FilePart],
+    dim: str,
+    *,
+    new_dim: bool = False,
+) -> xr.Dataset:
+    """The files (``parts``, compacted, in order; ``template`` the virtual dataset of
+    any of them, whose structure the result takes) combined along ``dim``: see the
+    module docstring."""
+    combined = set(parts[0].combined([dim], new_dim))
+    variables: dict[Hashable, xr.Variable] = {}
+    for name, variable in template.variables.items():
+        along = name in combined or (not new_dim and dim in variable.dims)
+        if not along:
+            variables[name] = leading(parts[0], str(name), variable)
+            continue
+        key = str(name)
+        if isinstance(variable.data, ManifestArray):
+            arrays = [part.arrays[key] for part in parts]
+            attrs = common_attributes([part.var_attrs[key] for part in parts])
+            if new_dim:
+                data: Any = np.stack(arrays, axis=0)  # type: ignore[call-overload]
+                dims: tuple[Hashable, ...] = (dim, *variable.dims)
+            else:
+                data = np.concatenate(arrays, axis=variable.dims.index(dim))  # type: ignore[arg-type]
+                dims = variable.dims
+        elif all(key in part.coords for part in parts) and not new_dim:
+            coordinates = [part.coords[key] for part in parts]
+            data = np.concatenate([c.values for c in coordinates])
+            attrs = common_attributes([c.attrs for c in coordinates])
+            dims = variable.dims
+            # the first file's encoding (its time units, say), as xarray keeps it
+            encoding = whole_chunk(coordinates[0], len(data))
+            variables[name] = xr.Variable(dims, data, attrs, encoding)
+            continue
+        else:
+            raise IncompatibleArraysError(
+                f"{name!r} is loaded in memory and is not a dimension coordinate; combine "
+                "these files with xarray (xr.combine_nested) instead"
+            )
+        variables[name] = xr.Variable(dims, data, attrs, dict(variable.encoding))
+    return assembled(template, variables, parts)
+
+
+def leading(part: FilePart, name: str, variable: xr.Variable) -> xr.Variable:
+    """``variable`` as the leading file ``part`` holds it (xarray's ``compat="override"``
+    takes variables that are not combined from the first file)."""
+    if name in part.coords:  # decoded: its CF attributes moved into its encoding
+        coordinate = part.coords[name]
+        return xr.Variable(
+            variable.dims, coordinate.data, coordinate.attrs, dict(coordinate.encoding)
+        )
+    attrs = part.var_attrs.get(name, variable.attrs)
+    return xr.Variable(variable.dims, part.arrays[name], attrs, dict(variable.encoding))
+
+
+def whole_chunk(variable: xr.Variable, length: int) -> dict[Hashable, Any]:
+    """``variable``'s encoding for a combined 1-D coordinate of ``length`` values: one
+    chunk (xarray would keep the first file's chunk length, and a coordinate of a
+    thousand files would be written as a thousand chunks, each read at every open)."""
+    encoding = dict(variable.encoding)
+    if "chunks" in encoding:
+        encoding["chunks"] = (length,)
+        encoding["preferred_chunks"] = {variable.dims[0]: length}
+    return encoding
+
+
+def assembled(
+    template: xr.Dataset, variables: dict[Hashable, xr.Variable], parts: Sequence[FilePart]
+) -> xr.Dataset:
+    """A dataset of ``variables`` in ``template``'s order and roles (coordinates stay
+    coordinates), with the attributes the files agree on."""
+    coord_names = set(template.coords)
+    return xr.Dataset(
+        {n: v for n, v in variables.items() if n not in coord_names},
+        coords={n: v for n, v in variables.items() if n in coord_names},
+        attrs=common_attributes([part.attributes for part in parts]),
+    )
+
+
+__all__ = [
+    "assembled",
+    "check_same_structure",
+    "combine_parts",
+    "leading",
+    "order_parts",
+    "whole_chunk",
+]

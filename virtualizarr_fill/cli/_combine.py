@@ -1,0 +1,225 @@
+"""How ``build`` combines files: the mode its arguments choose, the files' parts collected
+as workers send them, and the combined virtual dataset (:mod:`virtualizarr_fill.assemble`
+does the combining; this module maps its refusals to one-line command errors).
+
+Modes:
+
+* ``single``: one file, no ``--concat-dim``: its dataset as it is;
+* ``series``: along an existing dimension (``--concat-dim``, or ``time`` with
+  ``--time-from``), the files ordered by their coordinate, overlaps and gaps refused;
+* ``stack``: along a new dimension (``--concat-dim DIM --new-dim``), in the order given;
+* ``mosaic``: GeoTIFF tiles placed by their georeferencing along ``y`` and ``x``
+  (``--mosaic``, or several files without ``--concat-dim`` whose first is georeferenced).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_USAGE, CliError
+from virtualizarr_fill.cli._inputs import display
+from virtualizarr_fill.errors import VirtualizarrFillError
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from virtualizarr_fill.assemble import Collector, FilePart
+
+__all__ = ["Combination", "Plan", "check_append", "combining"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the files combine: ``mode`` (see the module docstring; ``auto`` until the
+    first file says whether it is a mosaic tile) and the dimension."""
+
+    mode: str
+    dim: str | None = None
+    allow_gaps: bool = False
+    on_fill_conflict: str = "error"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, files: int) -> Plan:
+        options = {"allow_gaps": args.allow_gaps, "on_fill_conflict": args.on_fill_conflict}
+        if args.mosaic:
+            if args.concat_dim or args.new_dim:
+                raise CliError("--mosaic places tiles along y and x; drop --concat-dim", EXIT_USAGE)
+            return cls("mosaic", **options)
+        if args.concat_dim:
+            return cls("stack" if args.new_dim else "series", args.concat_dim, **options)
+        if args.new_dim:
+            raise CliError("--new-dim needs --concat-dim DIM (the new dimension)", EXIT_USAGE)
+        return cls("single" if files == 1 else "auto", **options)
+
+    @property
+    def dims(self) -> list[str]:
+        from virtualizarr_fill.assemble.mosaic import X, Y
+
+        return [Y, X] if self.mode == "mosaic" else [self.dim] if self.dim else []
+
+    def resolved(self, first: FilePart) -> Plan:
+        """The plan once the first file is known: ``auto`` becomes ``mosaic`` for
+        georeferenced images, and is refused otherwise."""
+        from virtualizarr_fill.assemble.mosaic import X, Y
+
+        if self.mode != "auto":
+            return self
+        if X in first.coords and Y in first.coords:
+            return Plan("mosaic", None, self.allow_gaps, self.on_fill_conflict)
+        raise CliError(
+            f"{display(first.url)} is not a georeferenced image, so the files cannot be "
+            "placed as a mosaic: say how to combine them with --concat-dim DIM (or "
+            "--time-from)",
+            EXIT_USAGE,
+        )
+
+
+@contextlib.contextmanager
+def combining(dim_label: str) -> Iterator[None]:
+    """Map the refusals of a combination to one-line command errors."""
+    try:
+        yield
+    except CliError:
+        raise
+    except VirtualizarrFillError as error:
+        hint = (
+            " On the command line: --on-fill-conflict use_first or drop."
+            if "on_conflict" in str(error)
+            else ""
+        )
+        raise CliError(
+            f"the files cannot be combined {dim_label}: {error}{hint}", EXIT_BAD_INPUT
+        ) from None
+    except ValueError as error:
+        raise CliError(
+            f"the files cannot be combined {dim_label}: {error}", EXIT_BAD_INPUT
+        ) from None
+    except NotImplementedError as error:
+        # xarray asks virtual arrays for what only loaded data can do (e.g. casting
+        # when the files' data types differ).
+        raise CliError(
+            f"the files cannot be combined {dim_label}: they differ in a way virtual "
+            f"references cannot reconcile, such as data types ({error})",
+            EXIT_BAD_INPUT,
+        ) from None
+
+
+class Combination:
+    """The parts of the files ``build`` combines, collected in any order and combined
+    in the order the plan says (input order where the files have no coordinate)."""
+
+    def __init__(self, plan: Plan, urls: Sequence[str]) -> None:
+        self.plan = plan
+        self._order = {url: i for i, url in enumerate(urls)}
+        self._collector: Collector | None = None
+
+    @property
+    def label(self) -> str:
+        return "as a mosaic" if self.plan.mode == "mosaic" else f"along {self.plan.dim!r}"
+
+    def add(self, part: FilePart) -> None:
+        """Check one file's part against the first and keep what the result needs."""
+        from virtualizarr_fill.assemble import Collector
+
+        if self._collector is None:
+            self.plan = self.plan.resolved(part)
+            self._check_dimension(part)
+            self._collector = Collector(
+                self.plan.dims, new_dim=self.plan.mode == "stack", decode_times=None
+            )
+        with combining(self.label):
+            self._collector.add_part(part)
+
+    def _check_dimension(self, first: FilePart) -> None:
+        dim = self.plan.dim
+        if dim is None:
+            return
+        dims = first.sizes()
+        if self.plan.mode == "stack" and dim in dims:
+            raise CliError(
+                f"{display(first.url)}: {dim!r} is already a dimension; drop --new-dim to "
+                "concatenate along it",
+                EXIT_USAGE,
+            )
+        if self.plan.mode == "series" and dim not in dims:
+            available = ", ".join(dims) or "none"
+            raise CliError(
+                f"{display(first.url)}: no dimension {dim!r} (dimensions: {available}); "
+                "use --new-dim to stack the files along a new dimension",
+                EXIT_USAGE,
+            )
+
+    @property
+    def files(self) -> int:
+        return 0 if self._collector is None else len(self._collector.parts)
+
+    def parts(self) -> list[FilePart]:
+        """The parts, in input order."""
+        assert self._collector is not None
+        return sorted(self._collector.parts, key=lambda p: self._order.get(p.url, 0))
+
+    def result(self) -> xr.Dataset:
+        """The combined virtual dataset."""
+        from virtualizarr_fill.assemble import fill_rule
+        from virtualizarr_fill.assemble.mosaic import combine_tiles, tile_grid
+        from virtualizarr_fill.assemble.series import combine_parts, order_parts
+
+        if self._collector is None:
+            raise CliError("no files to combine", EXIT_BAD_INPUT)
+        template = self._collector.template()
+        if self.plan.mode == "single":
+            return template
+        parts = self.parts()
+        plan = self.plan
+        with combining(self.label), fill_rule(plan.on_fill_conflict):  # type: ignore[arg-type]
+            if plan.mode == "mosaic":
+                return combine_tiles(template, tile_grid(parts, allow_gaps=plan.allow_gaps))
+            assert plan.dim is not None
+            if plan.mode == "series":
+                parts = order_parts(parts, plan.dim, allow_gaps=plan.allow_gaps)
+            return combine_parts(template, parts, plan.dim, new_dim=plan.mode == "stack")
+
+
+def check_append(stored: xr.Dataset, new: xr.Dataset, plan: Plan, where: str) -> None:
+    """Refuse new files that cannot continue the stored dataset along the plan's
+    dimension: other variables or dimensions, or coordinates that do not follow the
+    stored ones (overlapping, before them, or leaving a gap)."""
+    from virtualizarr_fill.assemble import FilePart
+    from virtualizarr_fill.assemble.series import order_parts
+
+    dim = plan.dim
+    assert dim is not None
+    if set(stored.data_vars) != set(new.data_vars):
+        raise CliError(
+            f"the new files hold other variables ({sorted(map(str, new.data_vars))}) than "
+            f"{where} ({sorted(map(str, stored.data_vars))})",
+            EXIT_BAD_INPUT,
+        )
+    for name, variable in new.data_vars.items():
+        if variable.dims != stored[name].dims:
+            raise CliError(
+                f"{name!r} has dimensions {variable.dims} in the new files, "
+                f"{stored[name].dims} in {where}",
+                EXIT_BAD_INPUT,
+            )
+    if plan.mode != "series" or dim not in stored.coords or dim not in new.coords:
+        return
+
+    def part(url: str, coordinate: Any) -> FilePart:
+        return FilePart(url, {}, {}, {}, {}, coords={dim: coordinate.variable.load()})
+
+    before = part(where, stored[dim])
+    after = part("the new files", new[dim])
+    with combining(f"along {dim!r}"):
+        ordered = order_parts([before, after], dim, allow_gaps=plan.allow_gaps)
+    if ordered[0] is not before:
+        raise CliError(
+            f"the new files come before the end of {where} along {dim!r} "
+            f"({after.coords[dim].values[0]} < {before.coords[dim].values[-1]}): --append "
+            "adds files after the last stored one; rebuild to insert earlier files",
+            EXIT_BAD_INPUT,
+        )

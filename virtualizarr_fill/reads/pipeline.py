@@ -1,0 +1,181 @@
+"""``ManifestCodecPipeline``: a zarr codec pipeline that reads ManifestStores a whole batch
+at a time.
+
+zarr finds it by name (``codec_pipeline.path``, or the environment variable
+``ZARR_CODEC_PIPELINE__PATH`` in a dask worker) through this package's
+``zarr.codec_pipeline`` entry point, which zarr loads at the first array it creates or
+opens, in every process where the package is installed. This module therefore imports
+nothing but zarr: the reading machinery (:mod:`virtualizarr_fill.reads.manifest_reads`,
+which imports VirtualiZarr and the decompressors) is imported at the first read.
+
+Everything other than reads of ManifestStores (writes, other stores, sharding, codecs
+without a synchronous implementation, non-CPU buffers) goes to zarr's
+``BatchedCodecPipeline``, which this pipeline wraps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Self, cast
+
+from zarr.abc.codec import Codec, CodecPipeline, GetResult
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
+from zarr.core.chunk_utils import ChunkTransform
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
+
+if TYPE_CHECKING:
+    from zarr.abc.store import ByteSetter
+    from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
+    from zarr.core.indexing import SelectorTuple
+    from zarr.core.metadata.v3 import ChunkGridMetadata
+
+    from virtualizarr_fill.reads.manifest_reads import ChunkInfo, _Decode
+
+#: Pipelines kept by :meth:`ManifestCodecPipeline.from_array_metadata_and_store`.
+PIPELINES_KEPT = 4096
+_pipelines: dict[int, tuple[Any, ArraySpec, ManifestCodecPipeline]] = {}
+
+
+def _reads() -> ModuleType:
+    from virtualizarr_fill.reads import manifest_reads
+
+    return manifest_reads
+
+
+@dataclass(frozen=True)
+class ManifestCodecPipeline(CodecPipeline):
+    """zarr's batched pipeline, with whole-batch reads from ManifestStores.
+
+    For a read from a ``ManifestStore`` it looks every chunk up in the array's manifest
+    at once, fetches the byte ranges with one ``get_ranges`` call per file, and decodes
+    with the array's own codecs (see :mod:`virtualizarr_fill.reads.manifest_reads`).
+    Select it with :func:`virtualizarr_fill.use_manifest_pipeline` or
+    :func:`virtualizarr_fill.fast_reads`.
+    """
+
+    inner: BatchedCodecPipeline
+    transform: ChunkTransform | None  # None: a codec has no synchronous decode
+    raw: Any = None  # manifest_reads._RawLayout, or None
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
+        inner = BatchedCodecPipeline.from_codecs(codecs, batch_size=batch_size)
+        return cls(inner=inner, transform=None)
+
+    @classmethod
+    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
+        """The pipeline zarr builds for an array it opens (``from_codecs``, then
+        ``evolve_from_array_spec`` with the same chunk spec), built once per codec list
+        and chunk spec: the arrays parsed from one file's metadata share it."""
+        if not isinstance(array_metadata, ArrayV3Metadata):
+            raise NotImplementedError  # zarr builds it
+        grid = array_metadata.chunk_grid
+        spec = ArraySpec(
+            shape=grid.chunk_shape
+            if isinstance(grid, RegularChunkGridMetadata)
+            else (1,) * len(array_metadata.shape),
+            dtype=array_metadata.data_type,
+            fill_value=array_metadata.fill_value,
+            config=ArrayConfig.from_dict({}),
+            prototype=default_buffer_prototype(),
+        )
+        codecs = array_metadata.codecs
+        found = _pipelines.get(id(codecs))
+        with contextlib.suppress(Exception):  # e.g. fill values that do not compare
+            if found is not None and found[0] is codecs and bool(found[1] == spec):
+                return cast("Self", found[2])
+        pipeline = cls.from_codecs(codecs).evolve_from_array_spec(spec)
+        if len(_pipelines) >= PIPELINES_KEPT:
+            _pipelines.clear()
+        # The codec list is kept with the entry, so its id names it while it is kept.
+        _pipelines[id(codecs)] = (codecs, spec, pipeline)
+        return pipeline
+
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        inner = self.inner.evolve_from_array_spec(array_spec)
+        try:
+            transform: ChunkTransform | None = ChunkTransform(codecs=tuple(inner))
+        except TypeError:
+            transform = None
+        raw = _reads().raw_layout(inner, array_spec)
+        return type(self)(inner=inner, transform=transform, raw=raw)
+
+    def __iter__(self) -> Iterator[Codec]:
+        return iter(self.inner)
+
+    @property
+    def supports_partial_decode(self) -> bool:
+        return self.inner.supports_partial_decode
+
+    @property
+    def supports_partial_encode(self) -> bool:
+        return self.inner.supports_partial_encode
+
+    def validate(
+        self,
+        *,
+        shape: tuple[int, ...],
+        dtype: ZDType[TBaseDType, TBaseScalar],
+        chunk_grid: ChunkGridMetadata,
+    ) -> None:
+        self.inner.validate(shape=shape, dtype=dtype, chunk_grid=chunk_grid)
+
+    def compute_encoded_size(self, byte_length: int, array_spec: ArraySpec) -> int:
+        return self.inner.compute_encoded_size(byte_length, array_spec)
+
+    async def decode(
+        self, chunk_bytes_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
+    ) -> Iterable[NDBuffer | None]:
+        return await self.inner.decode(chunk_bytes_and_specs)
+
+    async def encode(
+        self, chunk_arrays_and_specs: Iterable[tuple[NDBuffer | None, ArraySpec]]
+    ) -> Iterable[Buffer | None]:
+        return await self.inner.encode(chunk_arrays_and_specs)
+
+    async def write(
+        self,
+        batch_info: Iterable[tuple[ByteSetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
+        value: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> None:
+        await self.inner.write(batch_info, value, drop_axes)
+
+    async def read(
+        self,
+        batch_info: Iterable[ChunkInfo],
+        out: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> tuple[GetResult, ...]:
+        return await _reads().read(self, batch_info, out, drop_axes)  # type: ignore[no-any-return]
+
+    @property
+    def reads_manifests(self) -> bool:
+        """Can this pipeline read chunks from a manifest itself (else zarr's pipeline does)?"""
+        return bool(_reads().reads_manifests(self))
+
+    def block_decoder(self, blocks: Any, spec: ArraySpec, short: dict[int, ArraySpec]) -> _Decode:
+        """See :func:`virtualizarr_fill.reads.manifest_reads.block_decoder`."""
+        return _reads().block_decoder(self, blocks, spec, short)  # type: ignore[no-any-return]
+
+    def chunk_decoder(self) -> Callable[[Any, ArraySpec], Any]:
+        """See :func:`virtualizarr_fill.reads.manifest_reads.chunk_decoder`."""
+        return _reads().chunk_decoder(self)  # type: ignore[no-any-return]
+
+    def stored_bytes_decoder(
+        self, parts: Any, spec: ArraySpec, short: dict[int, ArraySpec]
+    ) -> _Decode:
+        """See :func:`virtualizarr_fill.reads.manifest_reads.stored_bytes_decoder`."""
+        return _reads().stored_bytes_decoder(self, parts, spec, short)  # type: ignore[no-any-return]
+
+    def decoder(self, drop_axes: tuple[int, ...], target: Any) -> _Decode:
+        """See :func:`virtualizarr_fill.reads.manifest_reads.decoder`."""
+        return _reads().decoder(self, drop_axes, target)  # type: ignore[no-any-return]
+
+
+__all__ = ["PIPELINES_KEPT", "ManifestCodecPipeline"]

@@ -1,0 +1,359 @@
+"""Writing virtual datasets to Icechunk, for arrays VirtualiZarr's writer cannot write.
+
+Icechunk (format 2) stores rectilinear chunk grids with explicit edges on every axis.
+VirtualiZarr's writer (``vds.vz.to_icechunk``) sizes arrays from
+``metadata.chunks``, which zarr defines for regular grids only, and appends by counting
+whole chunks. :func:`to_icechunk` writes every variable VirtualiZarr can write with
+VirtualiZarr's own writer and the others here:
+
+* a rectilinear array is created with explicit edges;
+* appending along a dimension merges the stored array's metadata with the new data's
+  exactly as a concatenation does: a stored last chunk that overhangs the array (a
+  padded boundary chunk) is cut to its logical length and gets the truncate or crop
+  codec it now needs, instead of having its padding read as data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import numpy as np
+import xarray as xr
+from virtualizarr.manifests import ManifestArray
+from xarray.backends.zarr import encode_zarr_attr_value
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
+from zarr.core.metadata.v3 import ArrayV3Metadata, RectilinearChunkGridMetadata
+from zarr.core.sync import sync
+
+from virtualizarr_fill.concat import (
+    FILL_ATTRIBUTES,
+    chunk_grid,
+    codec_edges,
+    concatenation_metadata,
+    is_rectilinear,
+)
+from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
+from virtualizarr_fill.manifests import upstream
+
+if TYPE_CHECKING:
+    from icechunk import IcechunkStore
+    from zarr import Array, Group
+
+
+def explicit_edges(metadata: ArrayV3Metadata) -> ArrayV3Metadata:
+    """Rectilinear metadata with every axis as a list of edges (Icechunk format 2 needs it).
+
+    A regular axis keeps its codec edges, so a padded boundary chunk still overhangs the
+    array and decodes exactly as before.
+    """
+    if not is_rectilinear(metadata):
+        return metadata
+    dims = chunk_grid(metadata).dimensions
+    shapes = tuple(codec_edges(d) or (1,) for d in dims)
+    return dataclasses.replace(
+        metadata, chunk_grid=RectilinearChunkGridMetadata(chunk_shapes=shapes)
+    )
+
+
+def _array_key(group: Group, name: str) -> str:
+    return name if group.name == "/" else f"{group.name.strip('/')}/{name}"
+
+
+def _write_array_metadata(store: Any, key: str, metadata: ArrayV3Metadata) -> None:
+    document = metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"]
+    sync(store.set(f"{key}/zarr.json", document))
+
+
+def create_virtual_variable_in_icechunk(
+    store: Any, group: Group, name: str, var: xr.Variable, last_updated_at: datetime | None
+) -> None:
+    """Create (or reuse an identical) rectilinear array and write its virtual references."""
+    _check_existing_array_matches = upstream.icechunk_writer("_check_existing_array_matches")
+    update_attributes = upstream.icechunk_writer("update_attributes")
+    write_manifest_to_icechunk = upstream.icechunk_writer("write_manifest_to_icechunk")
+    ma = cast(ManifestArray, var.data)
+    dims = [str(d) for d in var.dims]
+    metadata = explicit_edges(
+        dataclasses.replace(
+            ma.metadata,
+            attributes={},
+            dimension_names=tuple(dims),
+            # Icechunk parses chunk keys as ``c/i/j``: the default encoding.
+            chunk_key_encoding=DefaultChunkKeyEncoding(separator="/"),
+        )
+    )
+    existing = group.get(name)
+    if existing is not None:
+        _check_existing_array_matches(cast("Array", existing), metadata, dims)
+    else:
+        _write_array_metadata(store, _array_key(group, name), metadata)
+    arr = cast("Array", group[name])
+    update_attributes(arr, var.attrs, encoding=var.encoding)
+    write_manifest_to_icechunk(
+        store=store,
+        group=group,
+        arr_name=name,
+        manifest=ma.manifest,
+        chunk_index_offsets=(0,) * ma.ndim,
+        last_updated_at=last_updated_at,
+    )
+
+
+def _same_attribute(a: Any, b: Any) -> bool:
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
+    except TypeError:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def append_virtual_variable_to_icechunk(
+    store: Any,
+    group: Group,
+    name: str,
+    var: xr.Variable,
+    append_dim: str,
+    last_updated_at: datetime | None,
+) -> None:
+    """Append a virtual variable to an existing array along ``append_dim``.
+
+    The stored array and the new data combine as a concatenation
+    (:func:`virtualizarr_fill.concat.concatenation_metadata`): the result may become
+    rectilinear and gain a truncate/crop codec; incompatible data is refused before
+    anything is written.
+    """
+    check_compatible_encodings = upstream.icechunk_writer("check_compatible_encodings")
+    write_manifest_to_icechunk = upstream.icechunk_writer("write_manifest_to_icechunk")
+
+    ma = cast(ManifestArray, var.data)
+    existing = group[name]
+    dims = [str(d) for d in var.dims]
+    axis = dims.index(append_dim)
+    stored = cast(ArrayV3Metadata, existing.metadata)
+    if not isinstance(stored, ArrayV3Metadata):
+        raise IncompatibleArraysError(
+            f"cannot append to {name!r}: the stored array is not Zarr format 3"
+        )
+    check_compatible_encodings(var.encoding, existing.attrs)
+    for attr in FILL_ATTRIBUTES:
+        if attr in var.attrs or attr in existing.attrs:
+            new = encode_zarr_attr_value(var.attrs[attr]) if attr in var.attrs else None
+            old = existing.attrs.get(attr)
+            if not _same_attribute(new, old):
+                raise IncompatibleArraysError(
+                    f"cannot append to {name!r}: the stored array has {attr}={old!r} but the "
+                    f"appended data has {attr}={new!r}"
+                )
+
+    def describe(index: int) -> str:
+        return f"the stored array {name!r}" if index == 0 else f"the data appended to {name!r}"
+
+    merged = concatenation_metadata(
+        [
+            dataclasses.replace(stored, attributes={}, dimension_names=None),
+            dataclasses.replace(ma.metadata, attributes={}, dimension_names=None),
+        ],
+        axis,
+        describe,
+    )
+    final = explicit_edges(
+        dataclasses.replace(
+            merged, attributes=stored.attributes, dimension_names=stored.dimension_names
+        )
+    )
+    offsets = [0] * ma.ndim
+    offsets[axis] = chunk_grid(stored).dimensions[axis].nchunks
+    _write_array_metadata(store, _array_key(group, name), final)
+    write_manifest_to_icechunk(
+        store=store,
+        group=group,
+        arr_name=name,
+        manifest=ma.manifest,
+        chunk_index_offsets=tuple(offsets),
+        last_updated_at=last_updated_at,
+    )
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+def _ours_needed(vds: xr.Dataset, append_dim: str | None) -> bool:
+    """Whether any virtual variable needs this module's writer rather than VirtualiZarr's."""
+    for var in vds.variables.values():
+        data = var.data
+        if not isinstance(data, ManifestArray):
+            continue
+        if append_dim is not None and append_dim in var.dims:
+            return True
+        if is_rectilinear(data.metadata) and not upstream.supports_rectilinear():
+            return True
+    return False
+
+
+def _write_variable(
+    store: IcechunkStore,
+    group: Group,
+    name: str,
+    var: xr.Variable,
+    append_dim: str | None,
+    region: Mapping[str, slice] | None,
+    last_updated_at: datetime | None,
+) -> None:
+    ma = cast(ManifestArray, var.data)
+    if region is not None and is_rectilinear(ma.metadata):
+        raise UnsupportedFeatureError(
+            f"variable {name!r}: region writes of rectilinear arrays are not supported; "
+            "append along the dimension with append_dim instead"
+        )
+    if append_dim is not None and append_dim in var.dims:
+        append_virtual_variable_to_icechunk(store, group, name, var, append_dim, last_updated_at)
+    elif region is None and is_rectilinear(ma.metadata) and not upstream.supports_rectilinear():
+        create_virtual_variable_in_icechunk(store, group, name, var, last_updated_at)
+    else:
+        upstream.icechunk_writer("write_virtual_variable_to_icechunk")(
+            store=store,
+            group=group,
+            name=name,
+            var=var,
+            append_dim=append_dim,
+            region=region,
+            last_updated_at=last_updated_at,
+        )
+
+
+def _write_dataset(
+    vds: xr.Dataset,
+    store: IcechunkStore,
+    group: Group,
+    append_dim: str | None,
+    region: Any,
+    last_updated_at: datetime | None,
+) -> None:
+    """VirtualiZarr's ``write_virtual_dataset_to_icechunk_group``, each virtual variable
+    written by :func:`_write_variable`."""
+    if region is not None:
+        vds, region = upstream.icechunk_writer("validate_and_autodetect_region")(group, vds, region)
+    virtual = {n: v for n, v in vds.variables.items() if isinstance(v.data, ManifestArray)}
+    loadable = {n: v for n, v in vds.variables.items() if n not in virtual}
+    if loadable:
+        mode: Literal["a", "r+"] | None = "a" if append_dim is None and region is None else None
+        xr.Dataset(loadable).to_zarr(  # type: ignore[call-overload]
+            store,
+            group=group.name,
+            zarr_format=3,
+            consolidated=False,
+            mode=mode,
+            append_dim=append_dim,
+            region=region,
+        )
+    for name, var in virtual.items():
+        _write_variable(store, group, str(name), var, append_dim, region, last_updated_at)
+    upstream.icechunk_writer("update_attributes")(group, vds.attrs, coords=vds.coords)
+
+
+def to_icechunk(
+    data: xr.Dataset | xr.DataTree,
+    store: IcechunkStore,
+    *,
+    group: str | None = None,
+    mode: Literal["w", "w-", "a"] | None = None,
+    append_dim: str | None = None,
+    region: Literal["auto"] | Mapping[str, Literal["auto"] | slice] | None = None,
+    validate_containers: bool = True,
+    last_updated_at: datetime | None = None,
+) -> None:
+    """Write a virtual dataset (or datatree) to an Icechunk store.
+
+    Takes the arguments of VirtualiZarr's ``vds.vz.to_icechunk`` and writes what it
+    writes; in addition it writes arrays on rectilinear chunk grids (which
+    VirtualiZarr's writer cannot size) and appends along ``append_dim`` by merging the
+    stored array's chunk grid and codecs with the new data's, as a concatenation does.
+    Datasets with neither go to VirtualiZarr's writer unchanged.
+
+    Parameters
+    ----------
+    data
+        The virtual dataset or datatree (variables wrapping ManifestArrays are written as
+        references, other variables as data).
+    store
+        A writable Icechunk store whose repository has a virtual chunk container for
+        every referenced file's location.
+    group
+        Path of the group to write into (the root by default). Datasets only.
+    mode
+        ``"w-"`` (the default) creates the group, ``"w"`` overwrites it, ``"a"`` adds to it.
+    append_dim
+        Append along this dimension of the existing arrays.
+    region
+        Write into this region of existing arrays (regular grids only).
+    validate_containers
+        Refuse references no virtual chunk container covers, before writing anything.
+    last_updated_at
+        Icechunk refuses to read chunks of files modified after this time.
+
+    Raises
+    ------
+    virtualizarr_fill.IncompatibleArraysError
+        When appended data cannot continue the stored array (codecs, data type, other
+        axes, fill values), before anything is written.
+    """
+    writer = upstream.icechunk_writer
+    if isinstance(data, xr.DataTree):
+        if group is not None:
+            raise ValueError("group applies to datasets; write a subtree instead")
+        trees = [node for node in data.subtree]
+        datasets = [node.to_dataset(node is data) for node in trees]
+        if not any(_ours_needed(ds, append_dim) for ds in datasets):
+            writer("virtual_datatree_to_icechunk")(
+                data,
+                store,
+                mode=mode,
+                validate_containers=validate_containers,
+                last_updated_at=last_updated_at,
+                append_dim=append_dim,
+                region=region,
+            )
+            return
+        paths = ["" if node is data else node.relative_to(data) for node in trees]
+    else:
+        if not _ours_needed(data, append_dim):
+            writer("virtual_dataset_to_icechunk")(
+                data,
+                store,
+                group=group,
+                mode=mode,
+                append_dim=append_dim,
+                region=region,
+                validate_containers=validate_containers,
+                last_updated_at=last_updated_at,
+            )
+            return
+        datasets, paths = [data], [group or ""]
+    if store.read_only:
+        raise ValueError("supplied store is read-only")
+    if append_dim is not None and not any(append_dim in ds.dims for ds in datasets):
+        raise ValueError(
+            f"append_dim {append_dim!r} does not match any existing dataset dimensions"
+        )
+    open_mode = writer("_resolve_mode")(mode, append_dim=append_dim, region=region)
+    if validate_containers:
+        writer("validate_virtual_chunk_containers")(store.session.config, datasets)
+    from zarr import open_group
+    from zarr.storage import StorePath
+
+    for path, ds in zip(paths, datasets, strict=True):
+        target = open_group(
+            StorePath(store, path=path), mode=open_mode, zarr_format=3, use_consolidated=False
+        )
+        _write_dataset(ds, store, target, append_dim, region, last_updated_at)
+
+
+__all__ = [
+    "append_virtual_variable_to_icechunk",
+    "create_virtual_variable_in_icechunk",
+    "explicit_edges",
+    "to_icechunk",
+]

@@ -1,0 +1,245 @@
+"""Icechunk repositories for virtual references: creating one whose virtual chunk
+containers cover the referenced files, and opening one with those containers authorized.
+
+An Icechunk repository reads a virtual chunk only from a location its configuration
+lists as a *virtual chunk container*, and only once whoever opens the repository has
+authorized that container. :func:`create_repository` configures the containers the
+files need (their common directory for local files, the bucket for ``s3://`` URLs);
+:func:`open_icechunk` authorizes the containers a repository lists and opens it as an
+xarray Dataset.
+
+S3 locations are configured from the standard ``AWS_*`` environment variables (region,
+endpoint, credentials), as obstore and the AWS tools read them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from virtualizarr_fill.errors import UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    import icechunk
+    import xarray as xr
+
+__all__ = [
+    "container_prefixes",
+    "covering",
+    "create_repository",
+    "open_icechunk",
+    "open_repository",
+    "storage_for",
+]
+
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def s3_options() -> dict[str, Any]:
+    """S3 endpoint settings from the standard AWS environment variables."""
+    endpoint = _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
+    allow_http = (_env("AWS_ALLOW_HTTP") or "").lower() in ("1", "true", "yes") or bool(
+        endpoint and endpoint.startswith("http://")
+    )
+    return {
+        "region": _env("AWS_REGION", "AWS_DEFAULT_REGION"),
+        "endpoint_url": endpoint,
+        "allow_http": allow_http,
+        "force_path_style": endpoint is not None,
+    }
+
+
+def _local(location: str | os.PathLike[str]) -> Path | None:
+    text = os.fspath(location)
+    if "://" not in text:
+        return Path(text).expanduser().resolve()
+    parts = urlsplit(text)
+    return Path(unquote(parts.path)) if parts.scheme == "file" else None
+
+
+def storage_for(location: str | os.PathLike[str]) -> icechunk.Storage:
+    """The Icechunk storage of a repository location: a local path (or ``file://`` URL)
+    or an ``s3://bucket/prefix`` URL."""
+    import icechunk
+
+    local = _local(location)
+    if local is not None:
+        return icechunk.local_filesystem_storage(str(local))
+    parts = urlsplit(os.fspath(location))
+    if parts.scheme not in ("s3", "s3a"):
+        raise UnsupportedFeatureError(
+            f"{location}: Icechunk repositories are local paths or s3:// URLs here; pass "
+            "an icechunk.Storage for other locations"
+        )
+    options = s3_options()
+    return icechunk.s3_storage(
+        bucket=parts.netloc,
+        prefix=parts.path.strip("/") or None,
+        region=options["region"],
+        endpoint_url=options["endpoint_url"],
+        allow_http=options["allow_http"],
+        force_path_style=options["force_path_style"],
+        from_env=True,
+    )
+
+
+def container_prefixes(urls: Iterable[str]) -> list[str]:
+    """The virtual chunk container prefixes that cover every URL: the common directory
+    of the local files, and each S3 bucket."""
+    prefixes: list[str] = []
+    local: list[Path] = []
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme == "file":
+            local.append(Path(unquote(parts.path)))
+        elif parts.scheme in ("s3", "s3a"):
+            prefixes.append(f"{parts.scheme}://{parts.netloc}/")
+        else:
+            raise UnsupportedFeatureError(
+                f"{url}: Icechunk virtual chunk containers for {parts.scheme}:// locations "
+                "are not configured by this package; create the repository yourself or "
+                "write kerchunk references"
+            )
+    if local:
+        common = Path(os.path.commonpath([str(p.parent) for p in local]))
+        # The prefix is matched against the references' URLs, which name files by their
+        # raw path (file:///data/a+b/x.tif), not by a percent-encoded URI.
+        prefixes.append("file://" + str(common).rstrip("/") + "/")
+    return list(dict.fromkeys(prefixes))
+
+
+def _container(prefix: str) -> icechunk.VirtualChunkContainer:
+    import icechunk
+
+    if prefix.startswith("file://"):
+        return icechunk.VirtualChunkContainer(
+            prefix, icechunk.local_filesystem_store(prefix.removeprefix("file://"))
+        )
+    options = s3_options()
+    store = icechunk.s3_store(
+        region=options["region"],
+        endpoint_url=options["endpoint_url"],
+        allow_http=options["allow_http"],
+        s3_compatible=options["endpoint_url"] is not None,
+        force_path_style=options["force_path_style"],
+    )
+    return icechunk.VirtualChunkContainer(prefix, store)
+
+
+def _authorization(prefixes: Iterable[str]) -> Any:
+    import icechunk
+
+    chosen: dict[str, Any] = {}
+    for prefix in prefixes:
+        if prefix.startswith("file://"):
+            chosen[prefix] = icechunk.credentials.LocalFileSystemAccess
+        else:
+            chosen[prefix] = icechunk.s3_credentials(from_env=True)
+    return icechunk.containers_credentials(chosen)
+
+
+def create_repository(
+    location: str | os.PathLike[str] | icechunk.Storage, urls: Iterable[str]
+) -> icechunk.Repository:
+    """A new Icechunk repository whose virtual chunk containers cover every URL in
+    ``urls`` (the files its references will point to), those containers authorized.
+
+    Parameters
+    ----------
+    location
+        A local path, an ``s3://bucket/prefix`` URL, or an ``icechunk.Storage``.
+    urls
+        The files' URLs (``file://`` or ``s3://``).
+    """
+    import icechunk
+
+    prefixes = container_prefixes(urls)
+    config = icechunk.RepositoryConfig.default()
+    for prefix in prefixes:
+        config.set_virtual_chunk_container(_container(prefix))
+    storage = location if isinstance(location, icechunk.Storage) else storage_for(location)
+    return icechunk.Repository.create(
+        storage, config, authorize_virtual_chunk_access=_authorization(prefixes)
+    )
+
+
+def open_repository(location: str | os.PathLike[str] | icechunk.Storage) -> icechunk.Repository:
+    """An existing Icechunk repository, every virtual chunk container it lists
+    authorized (local directories, and S3 with credentials from the environment)."""
+    import icechunk
+
+    storage = location if isinstance(location, icechunk.Storage) else storage_for(location)
+    config = icechunk.Repository.fetch_config(storage)
+    containers = (config.virtual_chunk_containers or {}) if config is not None else {}
+    return icechunk.Repository.open(
+        storage, authorize_virtual_chunk_access=_authorization(containers)
+    )
+
+
+def covering(repo: icechunk.Repository, urls: Iterable[str]) -> icechunk.Repository | None:
+    """``repo`` reopened with virtual chunk containers (authorized) for the URLs none of
+    its containers covers, or ``None`` when every URL is covered.
+
+    The new configuration is in memory only: save it (``repo.save_config()``) once
+    what references those files has been committed.
+    """
+    config = repo.config
+    prefixes = list(config.virtual_chunk_containers or {})
+    missing = [url for url in urls if not any(url.startswith(p) for p in prefixes)]
+    if not missing:
+        return None
+    for prefix in container_prefixes(missing):
+        config.set_virtual_chunk_container(_container(prefix))
+        prefixes.append(prefix)
+    return repo.reopen(config=config, authorize_virtual_chunk_access=_authorization(prefixes))
+
+
+def open_icechunk(
+    location: str | os.PathLike[str] | icechunk.Storage,
+    *,
+    branch: str = "main",
+    group: str | None = None,
+    **open_zarr_options: Any,
+) -> xr.Dataset:
+    """Open an Icechunk repository of virtual references as an xarray Dataset.
+
+    The repository's virtual chunk containers are authorized (see
+    :func:`open_repository`) and zarr's rectilinear chunk grids are enabled for this
+    process (see :func:`virtualizarr_fill.enable_rectilinear_chunks`), so that the
+    stores ``virtualizarr-fill build`` and :func:`virtualizarr_fill.to_icechunk` write
+    open in one call.
+
+    Parameters
+    ----------
+    location
+        A local path, an ``s3://bucket/prefix`` URL, or an ``icechunk.Storage``.
+    branch
+        The branch to read.
+    group
+        The group to open (default: the root).
+    **open_zarr_options
+        Passed to :func:`xarray.open_zarr` (``chunks``, ``decode_times``, ...).
+
+    Returns
+    -------
+    xarray.Dataset
+        The dataset, lazily loaded.
+    """
+    import xarray as xr
+
+    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+
+    enable_rectilinear_chunks()
+    session = open_repository(location).readonly_session(branch)
+    open_zarr_options.setdefault("consolidated", False)
+    open_zarr_options.setdefault("zarr_format", 3)
+    return xr.open_zarr(session.store, group=group, **open_zarr_options)
