@@ -339,7 +339,7 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         ops=(_put(832, "ffffffff00000000"),),
         outcome=EXCEPTION,
         error_classes=("MemoryError", "ValueError"),
-        places=(("hdf5/arrays.py", "_empty"),),
+        places=(("hdf5/array_context.py", "empty_manifest"),),
     ),
     KnownBug(
         id="hdf5-h5py-errors-escape",
@@ -358,11 +358,11 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
             ("zarr_metadata.py", "_cached_data_type"),
             ("zarr_metadata.py", "zarr_data_type"),
             ("fill/cast.py", "_default_fill_value"),
-            ("hdf5/arrays.py", "_contiguous_manifest"),
-            ("hdf5/arrays.py", "_chunked_manifest"),
+            ("hdf5/contiguous_manifest.py", "contiguous_manifest"),
+            ("hdf5/chunked_manifest.py", "chunked_manifest"),
             ("hdf5/arrays.py", "build_array"),
             ("hdf5/arrays.py", "_chunk_shape"),
-            ("hdf5/arrays.py", "__init__"),
+            ("hdf5/array_context.py", "__init__"),
         ),
     ),
     KnownBug(

@@ -31,14 +31,14 @@ from obstore.store import LocalStore
 from tests.test_hdf5_readback import check_raw, find_array, parse, read_array, registry
 from virtualizarr_fill.hdf5 import _libhdf5, checksum
 from virtualizarr_fill.hdf5._libhdf5 import object_address
-from virtualizarr_fill.hdf5.chunk_index import (
+from virtualizarr_fill.hdf5.format.chunk_index import (
     SOURCES,
     ChunkTable,
     CorruptChunkIndex,
     DatasetGeometry,
     read_chunk_table,
 )
-from virtualizarr_fill.hdf5.layout_message import (
+from virtualizarr_fill.hdf5.format.layout_message import (
     BTREE_V1,
     BTREE_V2,
     FIXED_ARRAY,
@@ -258,7 +258,7 @@ def test_parser_uses_the_direct_tables_and_reads_back(
     """The parser takes the direct path for these indexes, and values equal h5py's."""
     for name in ("index_btree_v1.h5", "index_fixed_array.h5"):
         path = index_files[name]
-        with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.arrays"):
+        with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.chunked_manifest"):
             caplog.clear()
             parsed = parse(path)
         sources = {
@@ -279,7 +279,7 @@ def test_parser_reads_indexes_after_a_user_block(
 ) -> None:
     """Addresses are relative to the superblock, which follows a 1024-byte user block."""
     path = synthetic_files["userblock.h5"]
-    with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.arrays"):
+    with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.chunked_manifest"):
         parsed = parse(path)
     messages = [r.getMessage() for r in caplog.records if "chunk table from" in r.getMessage()]
     assert messages == ["/data: chunk table from btree-v1 (3 chunks)"], messages
@@ -294,7 +294,7 @@ def test_parser_falls_back_to_chunk_iter_for_other_indexes(
     synthetic_files: dict[str, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     path = synthetic_files["layouts.h5"]
-    with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.arrays"):
+    with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.chunked_manifest"):
         parsed = parse(path)
     messages = [r.getMessage() for r in caplog.records if "chunk table from" in r.getMessage()]
     assert any(m.startswith("/extensible_array: chunk table from chunk_iter") for m in messages)

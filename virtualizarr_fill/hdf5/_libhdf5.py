@@ -9,7 +9,7 @@ h5py exposes nearly the whole HDF5 API, but not
   chunk dimensions say, and libhdf5 then serves that chunk for every chunk position;
 * the stored size of a variable-length type's base element (``H5Tget_super``), which
   multiplies what each stored descriptor claims (see
-  :mod:`~virtualizarr_fill.hdf5.vlen_descriptors`).
+  :mod:`~virtualizarr_fill.hdf5.format.vlen_descriptors`).
 
 Nothing here registers anything in libhdf5: the calls only query or read.
 

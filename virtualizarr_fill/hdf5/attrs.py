@@ -24,8 +24,8 @@ import numpy as np
 from h5py._objects import phil
 
 from virtualizarr_fill.hdf5 import _libhdf5
-from virtualizarr_fill.hdf5.global_heap import vlen_payload_bytes
-from virtualizarr_fill.hdf5.vlen_descriptors import VlenDescriptors
+from virtualizarr_fill.hdf5.format.global_heap import vlen_payload_bytes
+from virtualizarr_fill.hdf5.format.vlen_descriptors import VlenDescriptors
 
 #: The stored descriptors of a variable-length attribute: (owner, the open attribute, its
 #: name, number of elements) -> descriptors, or None when they cannot be read from the

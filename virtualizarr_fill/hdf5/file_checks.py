@@ -3,7 +3,7 @@
 A parse opens each file once (the main file and externally linked ones) and asks, for
 every group before listing it and every dataset before reading its attributes, whether
 what the object header points at is sound (see
-:mod:`~virtualizarr_fill.hdf5.object_storage`). :class:`FileChecks` answers from the
+:mod:`~virtualizarr_fill.hdf5.format.object_storage`). :class:`FileChecks` answers from the
 bytes the file's reader has fetched (or fetches them), remembers each answer by
 header address, and records whether any group of the file had to be left out: libhdf5
 then must not look up object names by address, which walks every group of the file.
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from virtualizarr_fill.hdf5.layout_message import Unavailable, messages
-from virtualizarr_fill.hdf5.object_storage import ObjectStorage, inspect_object
-from virtualizarr_fill.hdf5.structures import FileFacts, Reader, uint
-from virtualizarr_fill.hdf5.symbol_table import GroupKs, group_ks
+from virtualizarr_fill.hdf5.format.layout_message import Unavailable, messages
+from virtualizarr_fill.hdf5.format.object_storage import ObjectStorage, inspect_object
+from virtualizarr_fill.hdf5.format.structures import FileFacts, Reader, uint
+from virtualizarr_fill.hdf5.format.symbol_table import GroupKs, group_ks
 
 if TYPE_CHECKING:
     from virtualizarr_fill.hdf5.reader import HDF5File

@@ -31,9 +31,11 @@ from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
-from virtualizarr_fill.hdf5.arrays import ArrayContext, DatasetRefused, Target, build_array
+from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
+from virtualizarr_fill.hdf5.arrays import build_array
 from virtualizarr_fill.hdf5.attrs import AttributeWarning, convert_attributes
-from virtualizarr_fill.hdf5.dims import NON_COORD_PREFIX, DatasetNode, DimensionNamer, GroupNode
+from virtualizarr_fill.hdf5.dims import DimensionNamer
+from virtualizarr_fill.hdf5.nodes import NON_COORD_PREFIX, DatasetNode, GroupNode
 from virtualizarr_fill.hdf5.session import (
     ExternalFiles,
     FileSession,

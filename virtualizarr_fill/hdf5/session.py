@@ -25,13 +25,13 @@ from virtualizarr_fill.errors import CorruptFileError, NotHDF5Error
 from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address, vlen_base_size
 from virtualizarr_fill.hdf5.attrs import VlenReader
 from virtualizarr_fill.hdf5.file_checks import FileChecks
-from virtualizarr_fill.hdf5.reader import HDF5File, open_h5py
-from virtualizarr_fill.hdf5.vlen_descriptors import (
+from virtualizarr_fill.hdf5.format.vlen_descriptors import (
     DescriptorsUnavailable,
     VlenDescriptors,
     attribute_data,
     from_bytes,
 )
+from virtualizarr_fill.hdf5.reader import HDF5File, open_h5py
 from virtualizarr_fill.io import StoreFile, resolve
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

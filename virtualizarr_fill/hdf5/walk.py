@@ -1,7 +1,7 @@
 """The group hierarchy of a file, walked in h5py's order, following links like h5netcdf.
 
 Every group's link storage is checked (see
-:mod:`~virtualizarr_fill.hdf5.object_storage`) before libhdf5 lists it or looks a
+:mod:`~virtualizarr_fill.hdf5.format.object_storage`) before libhdf5 lists it or looks a
 member up in it, and every dataset's attribute storage before its attributes are read.
 A group whose links are corrupt is left out with a :class:`SkippedLinkWarning` (the root
 group: a :class:`~virtualizarr_fill.errors.CorruptFileError`); a dataset whose
@@ -23,8 +23,8 @@ from h5py._objects import phil
 
 from virtualizarr_fill.errors import CorruptFileError
 from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address
-from virtualizarr_fill.hdf5.arrays import DatasetRefused
-from virtualizarr_fill.hdf5.dims import DatasetNode, GroupNode, libhdf5_path
+from virtualizarr_fill.hdf5.array_context import DatasetRefused
+from virtualizarr_fill.hdf5.nodes import DatasetNode, GroupNode, libhdf5_path
 from virtualizarr_fill.hdf5.session import FileSession, PathRefused
 from virtualizarr_fill.hdf5.urls import join_url
 

@@ -5,12 +5,12 @@ sequence length (4 bytes), the address of a global heap collection and an object
 (4 bytes). libhdf5 allocates whatever length a descriptor claims before it reads the
 heap, and h5py only ever asks libhdf5 for values, so the descriptors are read here, from
 the bytes libhdf5 would convert, and bounded (see
-:func:`~virtualizarr_fill.hdf5.global_heap.vlen_payload_bytes`) before any value is
+:func:`~virtualizarr_fill.hdf5.format.global_heap.vlen_payload_bytes`) before any value is
 read:
 
 * an attribute's data is the tail of its attribute message (versions 1-3), found among
   the object header's messages or, for dense attribute storage, in the checked
-  fractal heap (see :mod:`~virtualizarr_fill.hdf5.object_storage`);
+  fractal heap (see :mod:`~virtualizarr_fill.hdf5.format.object_storage`);
 * a dataset's is its contiguous storage, its compact storage (in the layout message),
   or its chunks, undone of the deflate, shuffle and Fletcher-32 filters that string
   datasets are written with.
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from virtualizarr_fill.hdf5.object_storage import ObjectStorage
-from virtualizarr_fill.hdf5.structures import FileFacts, Reader, uint
+from virtualizarr_fill.hdf5.format.object_storage import ObjectStorage
+from virtualizarr_fill.hdf5.format.structures import FileFacts, Reader, uint
 
 _LAYOUT = 0x08
 _DEFLATE, _SHUFFLE, _FLETCHER32 = 1, 2, 3

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from virtualizarr_fill.hdf5 import checksum
-from virtualizarr_fill.hdf5.structures import (
+from virtualizarr_fill.hdf5.format.structures import (
     CorruptStructure,
     FileFacts,
     Reader,

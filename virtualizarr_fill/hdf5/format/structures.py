@@ -4,9 +4,9 @@ libhdf5 trusts the structures it walks: a B-tree child pointing back at its own 
 makes it recurse until the stack overflows, a record count larger than a node makes it
 read past its buffers, a size field of 2**31 makes it allocate that much. The modules
 that check a structure from its bytes before libhdf5 may follow it
-(:mod:`~virtualizarr_fill.hdf5.symbol_table`, :mod:`~virtualizarr_fill.hdf5.btree_v2`,
-:mod:`~virtualizarr_fill.hdf5.fractal_heap`,
-:mod:`~virtualizarr_fill.hdf5.object_storage`) read bytes through a ``read(position,
+(:mod:`~virtualizarr_fill.hdf5.format.symbol_table`, :mod:`~virtualizarr_fill.hdf5.format.btree_v2`,
+:mod:`~virtualizarr_fill.hdf5.format.fractal_heap`,
+:mod:`~virtualizarr_fill.hdf5.format.object_storage`) read bytes through a ``read(position,
 length)`` function (None past the end of the file) and report the first problem as a
 :class:`CorruptStructure` naming the structure and its byte position.
 """

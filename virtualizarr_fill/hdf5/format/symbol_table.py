@@ -22,7 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from virtualizarr_fill.hdf5.structures import CorruptStructure, FileFacts, Reader, fetch, uint
+from virtualizarr_fill.hdf5.format.structures import (
+    CorruptStructure,
+    FileFacts,
+    Reader,
+    fetch,
+    uint,
+)
 
 #: libhdf5's defaults for the group leaf K and group internal K.
 DEFAULT_LEAF_K = 4

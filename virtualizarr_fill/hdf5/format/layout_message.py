@@ -1,6 +1,6 @@
 """A chunked dataset's data layout message, read from its object header's bytes.
 
-The chunk index readers (:mod:`~virtualizarr_fill.hdf5.chunk_index`) need what h5py
+The chunk index readers (:mod:`~virtualizarr_fill.hdf5.format.chunk_index`) need what h5py
 does not expose: the index's type, its address and its parameters (page bits of a
 fixed array, the stored size and filter mask of a filtered single chunk). This module
 finds the layout message among the object header's messages (following continuation

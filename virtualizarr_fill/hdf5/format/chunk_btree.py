@@ -4,7 +4,7 @@ A version 1 B-tree indexes the chunks of every chunked dataset written with the
 default, earliest file format (most netCDF-4 files). Its leaves hold one key per chunk
 (stored size, filter mask, the chunk's element offsets plus one more, which must be 0)
 and the chunk's address, so :func:`btree_leaves` reads the chunk table straight from
-them (see :mod:`~virtualizarr_fill.hdf5.chunk_index`), one vectorised decode per level
+them (see :mod:`~virtualizarr_fill.hdf5.format.chunk_index`), one vectorised decode per level
 instead of h5py's per-chunk ``chunk_iter`` callbacks.
 
 The same walk checks what libhdf5's reads depend on: libhdf5 *reads* a chunk by
@@ -29,7 +29,7 @@ import itertools
 
 import numpy as np
 
-from virtualizarr_fill.hdf5.layout_message import (
+from virtualizarr_fill.hdf5.format.layout_message import (
     BTREE_V1,
     Reader,
     Unavailable,
@@ -398,7 +398,7 @@ def btree_leaves(
 
     A walk visiting more than ``budget`` nodes, or a node holding more entries than the
     B-tree rank ``k`` allows (see :func:`chunk_btree_k`), is a problem too. Raises
-    :class:`~virtualizarr_fill.hdf5.layout_message.Unavailable` when bytes are not at
+    :class:`~virtualizarr_fill.hdf5.format.layout_message.Unavailable` when bytes are not at
     hand (past the end of the file, for a reader of the whole file).
     """
     if address_size not in (2, 4, 8):

@@ -6,13 +6,13 @@ structures themselves are compact arrays of fixed-size records, so this module r
 them with NumPy, one vectorised decode per node, page or block:
 
 * version 1 B-tree (layout versions 1-3: the default, earliest file format, most
-  netCDF-4 files): :mod:`~virtualizarr_fill.hdf5.chunk_btree`, which also checks the
+  netCDF-4 files): :mod:`~virtualizarr_fill.hdf5.format.chunk_btree`, which also checks the
   keys libhdf5's lookups depend on, in the same walk;
 * version 2 B-tree (layout version 4 with unlimited dimensions):
-  :mod:`~virtualizarr_fill.hdf5.btree_v2`, whose walk checks the tree's structure, and
+  :mod:`~virtualizarr_fill.hdf5.format.btree_v2`, whose walk checks the tree's structure, and
   keys in increasing order (libhdf5 finds a chunk by searching them);
 * fixed array, paged or not, filtered or not:
-  :mod:`~virtualizarr_fill.hdf5.chunk_fixed_array`;
+  :mod:`~virtualizarr_fill.hdf5.format.chunk_fixed_array`;
 * single chunk and implicit indexes: the layout message alone.
 
 Hand-written (no library exposes these structures), per the HDF5 file format
@@ -33,14 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from virtualizarr_fill.hdf5 import btree_v2
-from virtualizarr_fill.hdf5.chunk_btree import btree_leaves, chunk_btree_k
-from virtualizarr_fill.hdf5.chunk_fixed_array import (
+from virtualizarr_fill.hdf5.format import btree_v2
+from virtualizarr_fill.hdf5.format.chunk_btree import btree_leaves, chunk_btree_k
+from virtualizarr_fill.hdf5.format.chunk_fixed_array import (
     CorruptIndex,
     chunk_size_width,
     read_fixed_array,
 )
-from virtualizarr_fill.hdf5.layout_message import (
+from virtualizarr_fill.hdf5.format.layout_message import (
     BTREE_V1,
     BTREE_V2,
     FIXED_ARRAY,
@@ -51,7 +51,7 @@ from virtualizarr_fill.hdf5.layout_message import (
     Unavailable,
     chunked_layout,
 )
-from virtualizarr_fill.hdf5.structures import CorruptStructure, FileFacts
+from virtualizarr_fill.hdf5.format.structures import CorruptStructure, FileFacts
 
 #: Names of the index types read here, for :attr:`ChunkTable.source`.
 SOURCES = {

@@ -2,7 +2,7 @@
 
 A fractal heap holds the link messages of a group with dense link storage and the
 attribute messages of an object with dense attribute storage; version 2 B-trees index
-them by heap ID (see :mod:`~virtualizarr_fill.hdf5.btree_v2`). libhdf5 sizes its tables
+them by heap ID (see :mod:`~virtualizarr_fill.hdf5.format.btree_v2`). libhdf5 sizes its tables
 from the header's doubling-table fields (a heap address width that does not cover the
 first row makes it allocate gigabytes), reads whole blocks at the sizes the table
 implies, and follows indirect block entries as it finds them.
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from virtualizarr_fill.hdf5 import btree_v2
-from virtualizarr_fill.hdf5.structures import (
+from virtualizarr_fill.hdf5.format import btree_v2
+from virtualizarr_fill.hdf5.format.structures import (
     CorruptStructure,
     FileFacts,
     Reader,

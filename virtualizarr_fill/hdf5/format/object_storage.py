@@ -6,11 +6,12 @@ follows them without checking them against each other or the file. This module r
 the object header's messages and checks every such structure from its bytes:
 
 * a group's *symbol table* (message 0x11: version 1 B-tree, symbol nodes, local heap),
-  see :mod:`~virtualizarr_fill.hdf5.symbol_table`;
+  see :mod:`~virtualizarr_fill.hdf5.format.symbol_table`;
 * dense link storage (link info, message 0x02) and dense attribute storage (attribute
   info, message 0x15): a fractal heap and its name and creation-order indexes (version
   2 B-trees), every heap ID the indexes hold pointing into the heap, see
-  :mod:`~virtualizarr_fill.hdf5.fractal_heap` and :mod:`~virtualizarr_fill.hdf5.btree_v2`.
+  :mod:`~virtualizarr_fill.hdf5.format.fractal_heap` and
+  :mod:`~virtualizarr_fill.hdf5.format.btree_v2`.
 
 Links and attribute messages stored in the header itself need no walk. The outcome
 (:class:`ObjectStorage`) keeps a problem per kind: a group whose link storage is corrupt
@@ -22,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from virtualizarr_fill.hdf5 import btree_v2
-from virtualizarr_fill.hdf5.btree_v2 import BTree2, read_btree_v2
-from virtualizarr_fill.hdf5.fractal_heap import FractalHeap, read_fractal_heap
-from virtualizarr_fill.hdf5.layout_message import Unavailable, messages
-from virtualizarr_fill.hdf5.structures import CorruptStructure, FileFacts, Reader, uint
-from virtualizarr_fill.hdf5.symbol_table import GroupKs, check_symbol_table
+from virtualizarr_fill.hdf5.format import btree_v2
+from virtualizarr_fill.hdf5.format.btree_v2 import BTree2, read_btree_v2
+from virtualizarr_fill.hdf5.format.fractal_heap import FractalHeap, read_fractal_heap
+from virtualizarr_fill.hdf5.format.layout_message import Unavailable, messages
+from virtualizarr_fill.hdf5.format.structures import CorruptStructure, FileFacts, Reader, uint
+from virtualizarr_fill.hdf5.format.symbol_table import GroupKs, check_symbol_table
 
 _LINK_INFO = 0x02
 _ATTRIBUTE = 0x0C
@@ -57,7 +58,7 @@ class ObjectStorage:
     attributes_problem: str | None = None
     dense_attributes: DenseAttributes | None = None
     #: Attribute name -> the data of its message, once read (see
-    #: :func:`~virtualizarr_fill.hdf5.vlen_descriptors.attribute_data`).
+    #: :func:`~virtualizarr_fill.hdf5.format.vlen_descriptors.attribute_data`).
     attribute_data: dict[bytes, Any] | None = None
 
     @property
