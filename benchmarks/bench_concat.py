@@ -36,8 +36,8 @@ from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.dtype import parse_data_type
 
-from virtualizarr_fill.concat import grid_metadata
-from virtualizarr_fill.grid import edge_handling_of
+from virtualizarr_fill.chunk_grids import grid_metadata
+from virtualizarr_fill.codec_chains import edge_handling_of
 from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
 
 STRIPS, ROWS_PER_STRIP, WIDTH = 13, 12, 256

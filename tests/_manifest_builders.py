@@ -39,8 +39,8 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.dtype import parse_data_type
 
 import virtualizarr_fill
-from virtualizarr_fill.concat import grid_metadata
-from virtualizarr_fill.grid import EdgeHandling, insert_edge_codec
+from virtualizarr_fill.chunk_grids import grid_metadata
+from virtualizarr_fill.codec_chains import EdgeHandling, insert_edge_codec
 from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
 
 ZLIB_LEVEL = 6

@@ -616,7 +616,7 @@ def test_tiff_parser_records_every_array(
     from obstore.store import LocalStore
 
     from virtualizarr_fill import TIFFParser
-    from virtualizarr_fill.grid import edge_handling_of
+    from virtualizarr_fill.codec_chains import edge_handling_of
     from virtualizarr_fill.report import collect
 
     registry = ObjectStoreRegistry({"file://": LocalStore()})

@@ -35,17 +35,13 @@ from tests._manifest_builders import (
     with_codecs,
     with_edge_codec,
 )
+from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges
+from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
 from virtualizarr_fill.codecs import CropCodec, TruncateCodec
-from virtualizarr_fill.concat import (
-    chunk_grid,
-    codec_edges,
-    concatenation_metadata,
-    fill_conflicts,
-    stack_metadata,
-)
+from virtualizarr_fill.concat import concatenation_metadata, stack_metadata
 from virtualizarr_fill.errors import ChunkSizeMismatchError, IncompatibleArraysError
 from virtualizarr_fill.fill import FillValueWarning
-from virtualizarr_fill.grid import EdgeHandling, edge_handling_of
+from virtualizarr_fill.fill.conflicts import fill_conflicts
 from virtualizarr_fill.manifests import FillManifestArray
 
 __all__ = ["concat_fixtures"]

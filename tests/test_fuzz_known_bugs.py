@@ -107,8 +107,8 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
             ("tiff/tags.py", "sample_type"),
             ("tiff/tags.py", "sample_dtype"),
             ("tiff/segments.py", "chunk_manifest"),
-            ("tiff/segments.py", "_check_uncompressed_lengths"),
-            ("tiff/segments.py", "_last_strip_lengths"),
+            ("tiff/segments.py", "check_uncompressed_lengths"),
+            ("tiff/segments.py", "last_strip_lengths"),
             ("tiff/codecs_map.py", "is_image_compression"),
             ("tiff/codecs_map.py", "predictor_codec"),
             ("tiff/codecs_map.py", "codec_chain"),
@@ -134,13 +134,13 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
     ),
     KnownBug(
         id="tiff-no-image-index-error",
-        summary="a TIFF whose IFD chain yields no page makes _select_page raise IndexError",
+        summary="a TIFF whose IFD chain yields no page makes select_page raise IndexError",
         file="OSGeo+PROJ/test_vgrid_nodata.tif",
         kind="tiff",
         ops=({"op": "flip", "pos": 5, "bit": 2},),  # first-IFD offset moved off the IFD
         outcome=EXCEPTION,
         error_classes=("IndexError",),
-        places=(("tiff/parser.py", "_select_page"),),
+        places=(("tiff/file_layouts.py", "select_page"),),
     ),
     KnownBug(
         id="tiff-inlined-arrays-unbounded",
@@ -153,8 +153,8 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         error_classes=("MemoryError",),
         places=(
             ("tiff/geo.py", "pixel_centres"),
-            ("tiff/parser.py", "_coordinate_arrays"),
-            ("tiff/parser.py", "inlined_array"),
+            ("tiff/single_image.py", "coordinate_arrays"),
+            ("tiff/single_image.py", "inlined_array"),
         ),
     ),
     KnownBug(
@@ -244,7 +244,7 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         kind="tiff",
         ops=(_put(48, "0400"), _put(50, "01000000"), _put(54, "08000000")),  # LZW -> Deflate
         outcome=EXCEPTION,
-        places=(("tiff/segments.py", "_decompress_with"),),
+        places=(("tiff/last_strips.py", "_decompress_with"),),
         options={"probe_last_strip": True},
     ),
     KnownBug(

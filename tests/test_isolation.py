@@ -171,7 +171,7 @@ def test_build_survives_a_crashing_worker(
 ) -> None:
     from virtualizarr_fill.cli import build
 
-    monkeypatch.setattr(build, "make_parser", lambda args: CrashOnName())
+    monkeypatch.setattr(build, "parser_from_options", lambda *options: CrashOnName())
     good, crash = _inputs(concat_fixtures, tmp_path)
     refs = tmp_path / "refs.json"
     argv = ["build", str(good[0]), str(crash), str(good[1]), str(good[2])]
@@ -187,3 +187,38 @@ def test_build_survives_a_crashing_worker(
     assert "files:     3 virtualized, 1 skipped" in out and lost in out
     expected = np.concatenate([tifffile.imread(p) for p in good])[np.newaxis]
     np.testing.assert_array_equal(kerchunk_read(str(refs))["band_data"].values, expected)
+
+
+def test_build_isolates_files_that_are_not_tiffs_by_default(
+    concat_fixtures: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without ``--workers``, inputs not named as TIFFs (HDF5: libhdf5 is native code)
+    are parsed in worker processes: a crash costs the file, not this process."""
+    from virtualizarr_fill.cli import build
+
+    monkeypatch.setattr(build, "parser_from_options", lambda *options: CrashOnName())
+    good, crash = _inputs(concat_fixtures, tmp_path)
+    named = []
+    for path in [good[0], crash, good[1]]:  # TIFF content; the parser sniffs it
+        target = tmp_path / f"{path.stem}.h5"
+        target.write_bytes(path.read_bytes())
+        named.append(target)
+    refs = tmp_path / "refs.json"
+    argv = ["build", *map(str, named), "--concat-dim", "y", "--out", str(refs), "--skip-bad"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    assert f"{named[1]}: the worker process parsing it died (killed by SIGSEGV)" in out
+    expected = np.concatenate([tifffile.imread(p) for p in (good[0], good[1])])[np.newaxis]
+    np.testing.assert_array_equal(kerchunk_read(str(refs))["band_data"].values, expected)
+
+
+def test_default_workers_parse_tiffs_in_process() -> None:
+    from virtualizarr_fill.cli.build import POOL_THRESHOLD, _default_workers
+
+    assert _default_workers(["tiles/*.tif", "s3://b/x.TIFF"], 1000) == 0
+    assert _default_workers(["tiles/*.tif", "more/*.nc"], POOL_THRESHOLD) == (os.cpu_count() or 1)
+    assert _default_workers(["a.h5"], 1) == 1

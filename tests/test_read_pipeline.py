@@ -34,7 +34,6 @@ from zarr.errors import ChunkNotFoundError
 from zarr.storage import MemoryStore
 
 import virtualizarr_fill
-import virtualizarr_fill.reads.manifest_reads as read_pipeline
 from tests._manifest_builders import (
     concat_fixtures,
     concatenate,
@@ -47,8 +46,8 @@ from tests._manifest_builders import (
 )
 from tests.servers import S3Server
 from tests.test_tiff_readback import tifffile_reference
-from virtualizarr_fill import HDF5Parser, TIFFParser
-from virtualizarr_fill.reads import PIPELINE_PATH
+from virtualizarr_fill import HDF5Parser, StoreReadError, TIFFParser
+from virtualizarr_fill.reads import PIPELINE_PATH, bytes_decoders, planning, raw_layout, scheduling
 from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
@@ -232,7 +231,7 @@ def test_both_plans(
     few: int,
 ) -> None:
     """Reads of few chunks are planned entry by entry, others with numpy: same values."""
-    monkeypatch.setattr(read_pipeline, "FEW_CHUNKS", few)
+    monkeypatch.setattr(planning, "FEW_CHUNKS", few)
     store = _local(HDF5Parser(), hdf5_file)
     for name in ("chunked", "sparse", "scalar", "compact", "big_chunked"):
         _assert_same(zarr.open_array(store, path=name, mode="r")[...], _h5(hdf5_file, name))
@@ -318,6 +317,32 @@ def test_s3_on_loopback(
         _assert_same(zarr.open_array(store, path=name, mode="r")[...], _h5(hdf5_file, name))
 
 
+@pytest.mark.parametrize("compression", [None, "zlib"])
+@pytest.mark.parametrize("threaded", [False, True], ids=["event_loop", "threads"])
+@pytest.mark.parametrize("reads", ["use_manifest_pipeline", "fast_reads"])
+def test_file_shortened_after_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    reads: str,
+    threaded: bool,
+    compression: str | None,
+) -> None:
+    """A chunk that is no longer in its file is a StoreReadError naming the file, whatever
+    obstore raises (its errors, or a panic, which is not an ``Exception``), as zarr's own
+    read through the parsers' store reports it."""
+    if threaded:
+        monkeypatch.setattr(scheduling, "THREADED_BYTES", 1)
+        monkeypatch.setattr(planning, "PIECE_BYTES", 300)
+    path = tmp_path / "scene.tif"
+    values = np.arange(64 * 64, dtype="u2").reshape(64, 64)
+    tifffile.imwrite(path, values, rowsperstrip=8, compression=compression)
+    store = _local(TIFFParser(), path)
+    path.write_bytes(path.read_bytes()[:2000])  # the last strips are gone
+    with getattr(virtualizarr_fill, reads)(), pytest.raises(StoreReadError) as raised:
+        zarr.open_group(store, mode="r")["band_data"][...]
+    assert f"file://{path}" in str(raised.value)
+
+
 def test_threaded_pieces(
     manifest_pipeline: None,
     no_fallback: None,
@@ -326,8 +351,8 @@ def test_threaded_pieces(
     tiff_files: dict[str, Path],
 ) -> None:
     """Large reads are fetched and decoded in worker threads, piece by piece."""
-    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1)
-    monkeypatch.setattr(read_pipeline, "PIECE_BYTES", 300)
+    monkeypatch.setattr(scheduling, "THREADED_BYTES", 1)
+    monkeypatch.setattr(planning, "PIECE_BYTES", 300)
     store = _local(HDF5Parser(), hdf5_file)
     for name in ("chunked", "sparse", "compact", "big_chunked"):
         _assert_same(zarr.open_array(store, path=name, mode="r")[...], _h5(hdf5_file, name))
@@ -353,8 +378,8 @@ def test_concatenated_rectilinear_truncate_and_crop(
 ) -> None:
     """Chunks from several files, edge chunks under TruncateCodec and CropCodec."""
     if threaded:
-        monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1)
-        monkeypatch.setattr(read_pipeline, "PIECE_BYTES", 2000)
+        monkeypatch.setattr(scheduling, "THREADED_BYTES", 1)
+        monkeypatch.setattr(planning, "PIECE_BYTES", 2000)
     strips = ["strip_short_zlib_0", "strip_padded_zlib_1", "strip_short_zlib_2"]
     arrays = [tiff_manifest_array(concat_fixtures[n]) for n in strips]
     expected = np.concatenate([native_tiff(concat_fixtures[n]) for n in strips])
@@ -498,12 +523,10 @@ def test_zlib_streams_inflate_to_the_codecs_bytes() -> None:
         ((zlib_codec,), zlib.compress(raw) + b"trailing bytes"),
         ((shuffle, zlib_codec), zlib.compress(shuffled.to_bytes())),
     ]:
-        got = read_pipeline._decode_bytes(codecs, stored, spec, (20, 30), np.dtype("<i4"))
+        got = bytes_decoders.bytes_decoder(codecs)(stored, spec, 20 * 30 * 4)
         assert bytes(got) == raw
     with pytest.raises(zlib.error, match="incomplete or truncated"):
-        read_pipeline._decode_bytes(
-            (zlib_codec,), zlib.compress(raw)[:-30], spec, (20, 30), np.dtype("<i4")
-        )
+        bytes_decoders.bytes_decoder((zlib_codec,))(zlib.compress(raw)[:-30], spec, 20 * 30 * 4)
 
 
 def test_pipeline_named_by_environment_in_a_fresh_process(
@@ -551,9 +574,9 @@ def test_transposes_are_undone_by_numpys_inverse_orders() -> None:
         for first, second in itertools.product(orders, repeat=2):
             codecs = [TransposeCodec(order=first), TransposeCodec(order=second)]
             expected = tuple(tuple(np.argsort(o).tolist()) for o in (second, first))
-            assert read_pipeline._inverse_orders(codecs) == expected
+            assert raw_layout.inverse_orders(codecs) == expected
             values = np.arange(math.prod(range(2, ndim + 2))).reshape(range(2, ndim + 2))
             undone = values.transpose(first).transpose(second)
-            for order in read_pipeline._inverse_orders(codecs):
+            for order in raw_layout.inverse_orders(codecs):
                 undone = undone.transpose(order)
             assert np.array_equal(undone, values)

@@ -29,9 +29,9 @@ from tests._manifest_builders import (
     virtual_dataset,
     with_attributes,
 )
-from virtualizarr_fill.concat import chunk_grid, codec_edges, data_edges
+from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges, data_edges
+from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
 from virtualizarr_fill.errors import UnsupportedFeatureError
-from virtualizarr_fill.grid import EdgeHandling, edge_handling_of
 from virtualizarr_fill.manifests import FillManifestArray
 
 __all__ = ["concat_fixtures"]

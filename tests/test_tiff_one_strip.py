@@ -28,7 +28,7 @@ import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
-from virtualizarr_fill.grid import EdgeHandling, edge_handling_of
+from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
 from virtualizarr_fill.tiff import TIFFParser
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})

@@ -1,5 +1,5 @@
 """zarr's array read and group open for ManifestCodecPipeline reads of ManifestStores
-(``virtualizarr_fill.reads.zarr_read_path``).
+(``virtualizarr_fill.reads.installation`` and the modules it installs).
 
 Every value must equal h5py's / tifffile's bit for bit (and zarr's own read), through
 each way the module reads: chunk by chunk into the output, assembled from an array of
@@ -33,8 +33,6 @@ from zarr.errors import ChunkNotFoundError
 from zarr.storage import MemoryStore
 
 import virtualizarr_fill
-import virtualizarr_fill.reads.manifest_reads as read_pipeline
-import virtualizarr_fill.reads.zarr_read_path as read_path
 from tests._manifest_builders import (
     concat_fixtures,
     concatenate,
@@ -49,7 +47,21 @@ from tests.test_tiff_readback import tifffile_reference
 from virtualizarr_fill import HDF5Parser, TIFFParser
 from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
 from virtualizarr_fill.errors import StoreReadError
-from virtualizarr_fill.reads import deinterleave
+from virtualizarr_fill.reads import (
+    block_reads,
+    bytes_decoders,
+    decoders,
+    deinterleave,
+    installation,
+    lattice,
+    planning,
+    scheduling,
+    selections,
+    spans,
+    zarr_opens,
+    zarr_originals,
+    zarr_selections,
+)
 from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
@@ -106,12 +118,12 @@ def only_this_module(monkeypatch: pytest.MonkeyPatch) -> None:
         return refused
 
     monkeypatch.setattr(BatchedCodecPipeline, "read", refuse_read)
-    monkeypatch.setattr(read_path, "_zarr_get_selection", refuse("_get_selection"))
-    monkeypatch.setattr(read_path, "_zarr_get_basic_selection", refuse("get_basic_selection"))
+    monkeypatch.setattr(zarr_originals, "get_selection", refuse("_get_selection"))
+    monkeypatch.setattr(zarr_originals, "get_basic_selection", refuse("get_basic_selection"))
     monkeypatch.setattr(
-        read_path, "_zarr_get_orthogonal_selection", refuse("get_orthogonal_selection")
+        zarr_originals, "get_orthogonal_selection", refuse("get_orthogonal_selection")
     )
-    monkeypatch.setattr(read_path, "_zarr_group_getitem", refuse("Group.__getitem__"))
+    monkeypatch.setattr(zarr_originals, "group_getitem", refuse("Group.__getitem__"))
 
 
 @pytest.fixture(scope="module")
@@ -297,13 +309,13 @@ def test_getitem_reads_slices_and_integers_as_basic_selections(
     selection it is, without zarr's own ``__getitem__``; every other selection goes to
     zarr's. The values are h5py's either way."""
     left_to_zarr: list[Any] = []
-    original = read_path._zarr_array_getitem
+    original = zarr_originals.array_getitem
 
     def zarrs_getitem(array: Any, selection: Any) -> Any:
         left_to_zarr.append(selection)
         return original(array, selection)
 
-    monkeypatch.setattr(read_path, "_zarr_array_getitem", zarrs_getitem)
+    monkeypatch.setattr(zarr_originals, "array_getitem", zarrs_getitem)
     array = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")["tiny_raw"]
     _same(array[selection], _h5(hdf5_file, "tiny_raw")[selection])
     assert (not left_to_zarr) == basic
@@ -322,7 +334,7 @@ def test_getitem_raises_zarrs_errors(
     with pytest.raises(Exception) as ours:
         array[selection]
     with pytest.raises(Exception) as zarrs:
-        read_path._zarr_array_getitem(array, selection)
+        zarr_originals.array_getitem(array, selection)
     assert type(ours.value) is type(zarrs.value)
     assert str(ours.value) == str(zarrs.value)
 
@@ -330,9 +342,9 @@ def test_getitem_raises_zarrs_errors(
 @pytest.mark.parametrize(
     "setting",
     [
-        {"JOIN_BYTES": 1},  # stored bytes copied into one array instead of joined
-        {"BLOCK_MIN_CHUNKS": 10**9},  # chunk by chunk into the output
-        {"BLOCK_CHUNK_BYTES": 10**9},  # large chunks assembled too
+        {(block_reads, "JOIN_BYTES"): 1},  # stored bytes copied into one array, not joined
+        {(selections, "BLOCK_MIN_CHUNKS"): 10**9},  # chunk by chunk into the output
+        {(selections, "BLOCK_CHUNK_BYTES"): 10**9},  # large chunks assembled too
     ],
     ids=["copied", "chunk-by-chunk", "all-assembled"],
 )
@@ -341,10 +353,10 @@ def test_each_way_reads_the_same(
     only_this_module: None,
     monkeypatch: pytest.MonkeyPatch,
     hdf5_file: Path,
-    setting: dict[str, int],
+    setting: dict[tuple[Any, str], int],
 ) -> None:
-    for attribute, value in setting.items():
-        monkeypatch.setattr(read_path, attribute, value)
+    for (module, attribute), value in setting.items():
+        monkeypatch.setattr(module, attribute, value)
     group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
     for name in HDF5_NAMES:
         _same(group[name][...], _h5(hdf5_file, name))
@@ -361,9 +373,9 @@ def test_threaded_and_planned_both_ways(
     few: int,
 ) -> None:
     """Worker threads read pieces (from the calling thread's read and from zarr's loop)."""
-    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1)
-    monkeypatch.setattr(read_pipeline, "PIECE_BYTES", 500)
-    monkeypatch.setattr(read_pipeline, "FEW_CHUNKS", few)
+    monkeypatch.setattr(scheduling, "THREADED_BYTES", 1)
+    monkeypatch.setattr(planning, "PIECE_BYTES", 500)
+    monkeypatch.setattr(planning, "FEW_CHUNKS", few)
     store = _local(HDF5Parser(), hdf5_file)
     group = zarr.open_group(store, mode="r")
     for name in HDF5_NAMES:
@@ -394,27 +406,27 @@ def test_large_reads_shared_between_the_calling_thread_and_workers(
     waiting."""
     import threading
 
-    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 10**12)
-    monkeypatch.setattr(read_pipeline, "THREADED_DECODED_BYTES", 10**12)
-    monkeypatch.setattr(read_pipeline, large, 1)
-    monkeypatch.setattr(read_pipeline, "SHARED_CHUNK_BYTES", 1)
-    monkeypatch.setattr(read_pipeline, "_thread_pool", None)  # sized for ``workers``
+    monkeypatch.setattr(scheduling, "THREADED_BYTES", 10**12)
+    monkeypatch.setattr(scheduling, "THREADED_DECODED_BYTES", 10**12)
+    monkeypatch.setattr(scheduling, large, 1)
+    monkeypatch.setattr(scheduling, "SHARED_CHUNK_BYTES", 1)
+    monkeypatch.setattr(scheduling, "_thread_pool", None)  # sized for ``workers``
     pieces: list[tuple[int, int]] = []  # (thread, chunks) per piece
-    original = read_path._fetch_and_decode
+    original = scheduling.fetch_and_decode
 
     def recording(store: Any, piece: Any, batch: Any, decode: Any) -> None:
         count = sum(len(items) for items, _, _ in piece.by_file.values())
         pieces.append((threading.get_ident(), count))
         original(store, piece, batch, decode)
 
-    monkeypatch.setattr(read_path, "_fetch_and_decode", recording)
+    monkeypatch.setattr(scheduling, "fetch_and_decode", recording)
     path = tiff_files["strip_rps10_150rows_deflate"]  # 15 compressed strips
     try:
         with zarr.config.set({"codec_pipeline.max_workers": workers}):
             array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
             np.testing.assert_array_equal(array[...], _tiff(path), strict=True)
     finally:
-        read_pipeline._forget_pool()
+        scheduling._forget_pool()
     assert sum(count for _, count in pieces) == 15
     assert len(pieces) == workers
     assert [thread for thread, _ in pieces].count(threading.get_ident()) == 1
@@ -430,15 +442,15 @@ def test_reads_of_small_chunks_stay_in_one_thread(
     per-chunk work holds the GIL): the calling thread reads it whole."""
     import threading
 
-    monkeypatch.setattr(read_pipeline, "THREADED_DECODED_BYTES", 1)
+    monkeypatch.setattr(scheduling, "THREADED_DECODED_BYTES", 1)
     pieces: list[int] = []
-    original = read_path._fetch_and_decode
+    original = scheduling.fetch_and_decode
 
     def recording(store: Any, piece: Any, batch: Any, decode: Any) -> None:
         pieces.append(threading.get_ident())
         original(store, piece, batch, decode)
 
-    monkeypatch.setattr(read_path, "_fetch_and_decode", recording)
+    monkeypatch.setattr(scheduling, "fetch_and_decode", recording)
     path = tiff_files["strip_rps10_150rows_deflate"]  # 15 strips of 10 rows
     with zarr.config.set({"codec_pipeline.max_workers": 4}):
         array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
@@ -542,7 +554,7 @@ def test_hdf5_filters_undone_on_stored_bytes(
         _same(group[name][...], expected)
         _same(group[name][2:, 1:-1], expected[2:, 1:-1])
     # numcodecs' shuffle undoes chunks above the small-chunk size itself
-    assert read_pipeline.SMALL_SHUFFLE_BYTES < 100 * 100 * 8
+    assert bytes_decoders.SMALL_SHUFFLE_BYTES < 100 * 100 * 8
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 8, 99, 4096, 65537])
@@ -672,7 +684,7 @@ STRIP_SELECTIONS: list[Any] = [
 def in_place(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The sizes of the buffers ranges of local files are read into with one call."""
     sizes: list[int] = []
-    original_into, original_at = read_path.read_into, read_path.read_at
+    original_into, original_at = spans.read_into, spans.read_at
 
     def counting_into(store: Any, key: str, start: int, buffer: np.ndarray) -> bool:
         sizes.append(buffer.nbytes)
@@ -682,8 +694,8 @@ def in_place(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sizes.append(buffer.nbytes)
         return original_at(descriptor, start, buffer)
 
-    monkeypatch.setattr(read_path, "read_into", counting_into)
-    monkeypatch.setattr(read_path, "read_at", counting_at)
+    monkeypatch.setattr(spans, "read_into", counting_into)
+    monkeypatch.setattr(spans, "read_at", counting_at)
     return sizes
 
 
@@ -707,7 +719,7 @@ def test_contiguous_strips_equal_tifffile(
     where the selection is one run of their bytes; the values are tifffile's."""
     path = contiguous_strips[name]
     array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
-    assert array.cdata_shape[1] >= read_path.BLOCK_MIN_CHUNKS
+    assert array.cdata_shape[1] >= selections.BLOCK_MIN_CHUNKS
     expected = _tiff(path)
     np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
     one_run = selection != (0, slice(None), slice(3, 30))
@@ -761,9 +773,9 @@ def test_contiguous_strips_copied_a_piece_at_a_time(
     thread or split among worker threads, synchronously and on zarr's event loop; the
     values are tifffile's."""
     piece = 700
-    monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", piece)
-    monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1 if threads else 10**12)
-    split_by_opencv = _recorded_splits(monkeypatch, read_path, splitter)  # pieces of 700 B
+    monkeypatch.setattr(spans, "SPAN_PIECE_BYTES", piece)
+    monkeypatch.setattr(scheduling, "THREADED_BYTES", 1 if threads else 10**12)
+    split_by_opencv = _recorded_splits(monkeypatch, spans, splitter)  # pieces of 700 B
     path = contiguous_strips[name]
     store = _local(TIFFParser(), path)
     expected = _tiff(path)[selection]
@@ -813,18 +825,18 @@ def test_contiguous_tiles_read_as_one_range_where_they_are_one_run(
     """Uncompressed tiles written one after the other: a selection whose tiles are one
     run of the file reads that range a piece at a time, others tile by tile; the values
     are tifffile's either way."""
-    monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", 1000)
+    monkeypatch.setattr(spans, "SPAN_PIECE_BYTES", 1000)
     if splitter == "numpy":
         monkeypatch.setattr(deinterleave, "_opencv", lambda: None)
-    spans = _recorded_answers(monkeypatch, read_path, "_one_span")
+    one_spans = _recorded_answers(monkeypatch, planning, "one_span")
     name = "tiles_many_rgb_none"
     path = make_tiff_fixtures.write_fixtures(tmp_path_factory.mktemp("tiles"), [name])[name]
     array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
     assert array.shape == (3, 100, 90) and array.chunks == (3, 16, 16)
     expected = _tiff(path)
     np.testing.assert_array_equal(array[selection], expected[selection], strict=True)
-    assert spans, "the lattice of tiles was read by span or not"
-    assert any(span is not None for span in spans) == one_run
+    assert one_spans, "the lattice of tiles was read by span or not"
+    assert any(span is not None for span in one_spans) == one_run
 
 
 def test_stacked_uncompressed_files_read_a_file_at_a_time(
@@ -878,9 +890,9 @@ def test_decoded_interleaved_tiles_split_into_their_places(
     copied into its place, rows with gaps between them, by OpenCV where installed,
     else by NumPy: tifffile's values every way."""
     if not at_once:
-        monkeypatch.setattr(read_path, "SPLIT_AT_ONCE_BYTES", 0)
-    tile_splits = _recorded_splits(monkeypatch, read_pipeline, splitter)  # edge tiles too
-    split_at_once = _recorded_answers(monkeypatch, read_path, "split_planes")
+        monkeypatch.setattr(selections, "SPLIT_AT_ONCE_BYTES", 0)
+    tile_splits = _recorded_splits(monkeypatch, decoders, splitter)  # edge tiles too
+    split_at_once = _recorded_answers(monkeypatch, block_reads, "split_planes")
     name = "tiles_few_rgb_deflate"
     path = make_tiff_fixtures.write_fixtures(tmp_path_factory.mktemp("rgb_tiles"), [name])[name]
     array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
@@ -904,7 +916,7 @@ def test_file_shortened_after_parsing_fails_the_read(
     tmp_path: Path,
 ) -> None:
     """A file cut short after it was parsed: the read fails, never returns part of it."""
-    monkeypatch.setattr(read_path, "SPAN_PIECE_BYTES", 700)
+    monkeypatch.setattr(spans, "SPAN_PIECE_BYTES", 700)
     path = make_tiff_fixtures.write_fixtures(tmp_path, ["strips_many_short_rgb_none"])[
         "strips_many_short_rgb_none"
     ]
@@ -974,8 +986,8 @@ def test_several_files_rectilinear_truncate_and_crop(
     threaded: bool,
 ) -> None:
     if threaded:
-        monkeypatch.setattr(read_pipeline, "THREADED_BYTES", 1)
-        monkeypatch.setattr(read_pipeline, "PIECE_BYTES", 2000)
+        monkeypatch.setattr(scheduling, "THREADED_BYTES", 1)
+        monkeypatch.setattr(planning, "PIECE_BYTES", 2000)
 
     def read(marr: Any, selection: Any = Ellipsis) -> np.ndarray:
         group = zarr.open_group(manifest_store({"a": marr}), mode="r")
@@ -1055,18 +1067,18 @@ def test_zarrs_pipelines_and_other_stores_use_zarrs_functions(
 ) -> None:
     """Without the manifest pipeline, or on another store, zarr's own functions read."""
     calls: list[str] = []
-    original = read_path._zarr_get_selection
+    original = zarr_originals.get_selection
 
     async def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append("zarr")
         return await original(*args, **kwargs)
 
-    monkeypatch.setattr(read_path, "_zarr_get_selection", counting)
+    monkeypatch.setattr(zarr_originals, "get_selection", counting)
     store = _local(HDF5Parser(), hdf5_file)
     # outside fast_reads() nothing of zarr's is replaced
-    assert zarr.core.array._get_selection is not read_path.get_selection
+    assert zarr.core.array._get_selection is not zarr_selections.get_selection
     with virtualizarr_fill.fast_reads():
-        assert zarr.core.array._get_selection is read_path.get_selection
+        assert zarr.core.array._get_selection is zarr_selections.get_selection
         batched = "zarr.core.codec_pipeline.BatchedCodecPipeline"
         with zarr.config.set({"codec_pipeline.path": batched}):
             group = zarr.open_group(store, mode="r")
@@ -1103,7 +1115,7 @@ def test_group_open_matches_zarrs(manifest_pipeline: None, hdf5_file: Path) -> N
     store = _local(HDF5Parser(), hdf5_file)
     group = zarr.open_group(store, mode="r")
     for name in HDF5_NAMES:
-        ours, zarrs = group[name], read_path._zarr_group_getitem(group, name)
+        ours, zarrs = group[name], zarr_originals.group_getitem(group, name)
         assert ours.metadata == zarrs.metadata
         assert ours.path == zarrs.path
         assert dict(ours.attrs) == dict(zarrs.attrs)
@@ -1120,7 +1132,7 @@ def test_group_open_runs_here_and_matches_zarrs(
     import zarr.core.sync
 
     store = _local(HDF5Parser(), hdf5_file)
-    zarrs = read_path._zarr_open_group(store, mode="r")
+    zarrs = zarr_originals.open_group(store, mode="r")
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         for arg in args:
@@ -1141,7 +1153,7 @@ def test_group_open_runs_here_and_matches_zarrs(
         assert type(ours.store) is type(zarrs.store)
         assert dict(ours.attrs) == dict(zarrs.attrs)
         assert sorted(ours.array_keys()) == sorted(zarrs.array_keys())
-    assert zarr.open_group is read_path.open_group is zarr.api.synchronous.open_group
+    assert zarr.open_group is zarr_opens.open_group is zarr.api.synchronous.open_group
 
 
 def test_group_opens_own_their_attributes(manifest_pipeline: None, hdf5_file: Path) -> None:
@@ -1153,7 +1165,7 @@ def test_group_opens_own_their_attributes(manifest_pipeline: None, hdf5_file: Pa
     first.metadata.attributes["changed"] = 1
     second = zarr.open_group(store, mode="r", zarr_format=3, use_consolidated=False)
     assert "changed" not in second.metadata.attributes
-    assert second.metadata == read_path._zarr_open_group(store, mode="r").metadata
+    assert second.metadata == zarr_originals.open_group(store, mode="r").metadata
     with pytest.raises(ValueError, match=r"(?i)consolidated"):
         zarr.open_group(store, mode="r", use_consolidated=True)
 
@@ -1167,7 +1179,7 @@ def test_array_opens_share_what_depends_on_metadata_and_configuration(
     store = _local(HDF5Parser(), hdf5_file)
     group = zarr.open_group(store, mode="r")
     first, second = group["tiny_zlib"].async_array, group["tiny_zlib"].async_array
-    zarrs = asyncio.run(read_path._zarr_get_node_v3(store, "tiny_zlib"))
+    zarrs = asyncio.run(zarr_originals.get_node_v3(store, "tiny_zlib"))
     for opened in (first, second):
         assert opened.metadata == zarrs.metadata
         assert opened.config == zarrs.config
@@ -1183,7 +1195,7 @@ def test_array_opens_share_what_depends_on_metadata_and_configuration(
 
     with zarr.config.set({"array.order": "F"}):
         in_f = group["tiny_zlib"].async_array
-        assert in_f.config == asyncio.run(read_path._zarr_get_node_v3(store, "tiny_zlib")).config
+        assert in_f.config == asyncio.run(zarr_originals.get_node_v3(store, "tiny_zlib")).config
     assert in_f.config.order == "F" and first.config.order == "C"
     assert in_f.codec_pipeline is not first.codec_pipeline
 
@@ -1198,19 +1210,19 @@ def test_uninstall_restores_zarr(hdf5_file: Path) -> None:
     import zarr.core.array as zarr_array
     from zarr.core.group import Group
 
-    read_path.uninstall()
+    installation.uninstall()
     try:
-        assert zarr_array._get_selection is read_path._zarr_get_selection
-        assert zarr_array.Array.__getitem__ is read_path._zarr_array_getitem
-        assert Group.__getitem__ is read_path._zarr_group_getitem
-        assert zarr.open_group is read_path._zarr_open_group
+        assert zarr_array._get_selection is zarr_originals.get_selection
+        assert zarr_array.Array.__getitem__ is zarr_originals.array_getitem
+        assert Group.__getitem__ is zarr_originals.group_getitem
+        assert zarr.open_group is zarr_originals.open_group
         with virtualizarr_fill.fast_reads():
             group = zarr.open_group(_local(HDF5Parser(), hdf5_file), mode="r")
             _same(group["tiny_raw"][...], _h5(hdf5_file, "tiny_raw"))
     finally:
-        read_path.install()
-    assert zarr_array._get_selection is read_path.get_selection
-    assert zarr_array.Array.__getitem__ is read_path.array_getitem
+        installation.install()
+    assert zarr_array._get_selection is zarr_selections.get_selection
+    assert zarr_array.Array.__getitem__ is zarr_selections.array_getitem
 
 
 # --------------------------------------------------------------------------- opening
@@ -1226,14 +1238,14 @@ def test_parsed_metadata_is_kept_but_each_open_owns_its_attributes(
     store = _local(HDF5Parser(), hdf5_file)
     group = zarr.open_group(store, mode="r")
     parses = []
-    original = read_path._zarr_read_metadata_v3
+    original = zarr_originals.read_metadata_v3
 
     async def counting(*args: Any, **kwargs: Any) -> Any:
         parses.append(args)
         return await original(*args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(read_path, "_zarr_read_metadata_v3", counting)
+        patch.setattr(zarr_originals, "read_metadata_v3", counting)
         first = group["tiny_zlib"]
         first.metadata.attributes["changed"] = 1
         second = group["tiny_zlib"]
@@ -1241,7 +1253,7 @@ def test_parsed_metadata_is_kept_but_each_open_owns_its_attributes(
     assert "changed" not in second.metadata.attributes
     zarrs = asyncio.run(original(store, "tiny_zlib"))
     assert second.metadata == zarrs
-    assert zarr_group._read_metadata_v3 is read_path.read_metadata_v3
+    assert zarr_group._read_metadata_v3 is zarr_opens.read_metadata_v3
     _same(second[...], _h5(hdf5_file, "tiny_zlib"))
 
 
@@ -1270,8 +1282,8 @@ def test_short_last_chunks_are_assembled(
     tiff_files: dict[str, Path],
 ) -> None:
     """Rectilinear strips whose last strip is short take the assembled way too."""
-    layouts = _recorded_answers(monkeypatch, read_path, "_block_layout")
-    monkeypatch.setattr(read_path, "BLOCK_MIN_CHUNKS", 2)
+    layouts = _recorded_answers(monkeypatch, lattice, "block_layout")
+    monkeypatch.setattr(selections, "BLOCK_MIN_CHUNKS", 2)
     for name in ("strip_short_rgb_chunky_deflate", "strip_short_planar_lzw"):
         path = tiff_files[name]
         array = zarr.open_group(_local(TIFFParser(), path), mode="r")["band_data"]
@@ -1299,10 +1311,10 @@ def test_step_one_projections_are_zarrs(chunks: Any) -> None:
     for first in picks:
         for second in [3, -2, slice(None), slice(4, 21), slice(20, 22), slice(0, 1)]:
             indexer = BasicIndexer((first, second), shape, grid)
-            ranges = read_path._step_one_ranges(indexer)
+            ranges = selections.step_one_ranges(indexer)
             assert ranges is not None
             expected = [list(dim) for dim in indexer.dim_indexers]
-            assert read_path._step_one_projections(indexer, ranges) == expected
+            assert selections.step_one_projections(indexer, ranges) == expected
             checked += 1
     assert checked == len(picks) * 6
 
@@ -1318,7 +1330,7 @@ def test_zlib_under_the_truncate_codec_inflates_as_the_codecs_do() -> None:
 
     spec = _uint16_chunk_spec((3, 700))
     codecs = (TruncateCodec(), Zlib(level=5))
-    decode = read_pipeline._bytes_decoder(codecs)
+    decode = bytes_decoders.bytes_decoder(codecs)
     values = np.arange(5 * 700, dtype="<u2").reshape(5, 700)
     nbytes = 3 * 700 * 2
     for stored in (values[:3].tobytes(), values.tobytes(), values[:1].tobytes()):
@@ -1366,8 +1378,8 @@ def test_lzw_and_packbits_decode_as_the_codecs_do(truncated: bool) -> None:
         (imagecodecs_zarr.Packbits(), imagecodecs.packbits_encode),
     ):
         codecs = (TruncateCodec(), compressor) if truncated else (compressor,)
-        decode = read_pipeline._bytes_decoder(codecs)
-        assert read_pipeline._direct_decode(codecs, len(codecs) - 1) is not None  # no buffers
+        decode = bytes_decoders.bytes_decoder(codecs)
+        assert bytes_decoders.direct_decode(codecs, len(codecs) - 1) is not None  # no buffers
         for stored in (values[:3].tobytes(), values.tobytes(), values[:1].tobytes()):
             stream = encode(stored)
             expected = _through_codecs(codecs, stream, spec)
@@ -1387,7 +1399,7 @@ def test_one_bytes_decoder_decodes_chunks_of_every_shape_as_the_codecs_do() -> N
     from virtualizarr_fill.codecs import TruncateCodec
 
     codecs = (TruncateCodec(), imagecodecs_zarr.Lzw())
-    decode = read_pipeline._bytes_decoder(codecs)
+    decode = bytes_decoders.bytes_decoder(codecs)
     values = (np.arange(6 * 40, dtype="<u2") % 11).reshape(6, 40)
     whole, edge = _uint16_chunk_spec((4, 40)), _uint16_chunk_spec((2, 40))
     # TIFF edge strips are stored padded to the whole strip: the truncate codec cuts them

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from virtualizarr_fill.assemble import open_virtual_mosaic, open_virtual_series
     from virtualizarr_fill.codecs.crop import CropCodec
     from virtualizarr_fill.codecs.truncate import TruncateCodec
-    from virtualizarr_fill.concat import fill_conflicts
+    from virtualizarr_fill.fill.conflicts import fill_conflicts
     from virtualizarr_fill.hdf5 import HDF5Parser
     from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
     from virtualizarr_fill.reads import PIPELINE_PATH, fast_reads, use_manifest_pipeline
@@ -54,7 +54,7 @@ _LAZY = {
     "create_repository": "virtualizarr_fill.writers.repository",
     "enable_rectilinear_chunks": "virtualizarr_fill._zarr_config",
     "fast_reads": "virtualizarr_fill.reads",
-    "fill_conflicts": "virtualizarr_fill.concat",
+    "fill_conflicts": "virtualizarr_fill.fill.conflicts",
     "open_icechunk": "virtualizarr_fill.writers.repository",
     "open_kerchunk": "virtualizarr_fill.writers.kerchunk",
     "open_virtual_mosaic": "virtualizarr_fill.assemble",

@@ -118,7 +118,7 @@ def _collect(
 
 def fill_rule(on_fill_conflict: OnFillConflict) -> contextlib.AbstractContextManager[Any]:
     """The rule for files whose fill values differ, as a context (none for ``error``)."""
-    from virtualizarr_fill.concat import fill_conflicts
+    from virtualizarr_fill.fill.conflicts import fill_conflicts
 
     if on_fill_conflict == "error":
         return contextlib.nullcontext()

@@ -81,6 +81,11 @@ def order_parts(parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False
     for i in range(1, len(ordered)):
         before, after = ordered_values[i - 1][-1], ordered_values[i][0]
         step = (after - before) if not descending else (before - after)
+        if ordered_values[i - 1].size == 1 and ordered_values[i].size == 1 and step == step * 0:
+            raise IncompatibleArraysError(
+                f"{ordered[i - 1].url} and {ordered[i].url} have the same {dim} ({before}): "
+                f"a virtual dataset takes one file per {dim}"
+            )
         if not step > step * 0:  # overlap or duplicate (works for datetimes too)
             raise IncompatibleArraysError(
                 f"{ordered[i - 1].url} and {ordered[i].url} overlap along {dim!r} "

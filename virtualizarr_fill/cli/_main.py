@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help=f"parser processes, a file that crashes one costing only that file (default: "
-        f"one per CPU from {POOL_THRESHOLD} files on, else 1; 0: parse in this process)",
+        f"0 for TIFF inputs; else one per CPU from {POOL_THRESHOLD} files on, else 1; "
+        "0: parse in this process)",
     )
     build.add_argument(
         "--worker-memory",

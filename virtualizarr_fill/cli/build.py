@@ -60,9 +60,26 @@ class _Parsed:
     warnings: list[str] = field(default_factory=list)
 
 
-def _default_workers(files: int) -> int:
-    # Always at least one worker process: a file that crashes the parser (in native
-    # code) must cost that file, not the build.
+#: Names of inputs parsed in the build's own process by default.
+_TIFF_SUFFIXES = (".tif", ".tiff", ".tf8", ".btf", ".gtiff")
+
+
+def _tiff_only(inputs: Sequence[str]) -> bool:
+    """Whether every input (a path, pattern or URL) names TIFF files."""
+    return all(item.lower().endswith(_TIFF_SUFFIXES) for item in inputs)
+
+
+def _default_workers(inputs: Sequence[str], files: int) -> int:
+    """Worker processes when ``--workers`` is not given.
+
+    TIFF headers are parsed by tifffile, in Python, and fuzzing finds no input that
+    crashes it: such builds parse in this process, which on two cores is both faster and
+    half the memory of worker processes (docs/performance.md). HDF5 files are parsed by
+    libhdf5, native code that malformed files can crash: those builds always isolate
+    the parse in worker processes, one per CPU from ``POOL_THRESHOLD`` files on.
+    """
+    if _tiff_only(inputs):
+        return 0
     return (os.cpu_count() or 1) if files >= POOL_THRESHOLD else 1
 
 
@@ -77,7 +94,9 @@ def _parse_into(
 ) -> _Parsed:
     """Parse every file and add it to the combination as it arrives."""
     outcome = _Parsed()
-    workers = args.workers if args.workers is not None else _default_workers(len(urls))
+    workers = (
+        args.workers if args.workers is not None else _default_workers(args.inputs, len(urls))
+    )
     results = iter_parsed(
         urls,
         parser,
@@ -194,7 +213,7 @@ def _array_summary(dataset: xr.Dataset, name: str) -> str:
     shape = "x".join(str(n) for n in variable.shape) or "scalar"
     if name not in virtual_names(dataset[[name]] if name in dataset.data_vars else dataset):
         return f"{name} {shape} {variable.dtype} (loaded)"
-    from virtualizarr_fill.grid import edge_handling_of
+    from virtualizarr_fill.codec_chains import edge_handling_of
 
     metadata = variable.data.metadata
     kind = "rectilinear" if has_rectilinear(dataset[[name]]) else "regular"
@@ -269,7 +288,8 @@ def command_build(args: argparse.Namespace) -> int:
 
         return command_build_multiscales(args)
     started = time.perf_counter()
-    if args.workers != 0 and not args.dask_scheduler:
+    isolated = args.workers != 0 if args.workers is not None else not _tiff_only(args.inputs)
+    if isolated and not args.dask_scheduler:
         # The fork server imports the parsing stack while this process imports what
         # choosing, combining and writing take: on two cores, at the same time.
         start_workers_early()

@@ -57,7 +57,9 @@ def combine(
         return datasets[0]
     if dim is None:
         raise CliError("several files need --concat-dim DIM", EXIT_USAGE)
-    with combining(f"along {dim!r}"), fill_rule(on_fill_conflict):  # type: ignore[arg-type]
+    # Refusals reach combine_multiscales, which leaves out a level's masks where they
+    # alone cannot be combined; the command maps what is left to one line.
+    with fill_rule(on_fill_conflict):  # type: ignore[arg-type]
         return combine_level(datasets, urls, dim, new_dim=new_dim)
 
 
@@ -148,10 +150,8 @@ def command_build_multiscales(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
+        with combining(f"along {args.concat_dim!r}"):
             tree = combine_multiscales(trees, used, args.concat_dim, combine=combine_level)
-        except ValueError as error:  # the project's refusals are ValueErrors too
-            raise CliError(str(error), EXIT_BAD_INPUT) from None
     along = f" along {args.concat_dim!r}" if args.concat_dim else ""
     message = f"{PROG} build --overviews: {len(used)} files{along}"
     record = BuildRecord(

@@ -36,14 +36,14 @@ from zarr.core.chunk_grids import FixedDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
-from virtualizarr_fill.concat import (
-    FILL_ATTRIBUTES,
+from virtualizarr_fill.chunk_grids import (
     chunk_grid,
     codec_edges,
     format_edges,
     is_rectilinear,
     is_sharded,
 )
+from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
 from virtualizarr_fill.manifests import operations, upstream
 from virtualizarr_fill.zarr_metadata import copy_without_dimension_names
 

@@ -22,19 +22,16 @@ corpus file.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import xarray as xr
-from virtualizarr.manifests import ManifestArray, ManifestGroup
+from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 
-from virtualizarr_fill.concat import chunk_grid, data_edges, is_sharded
-
-if TYPE_CHECKING:
-    from virtualizarr_fill.manifests.store import FileManifestStore
+from virtualizarr_fill.chunk_grids import chunk_grid, data_edges, is_sharded
 
 
 def _compact_chunk_sizes(sizes: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
@@ -116,7 +113,7 @@ def _inlined_values(array: ManifestArray) -> np.ndarray | None:
     return None if stored is None else _plain_values(array, stored, next(iter(inlined.values())))
 
 
-def _referenced_values(store: FileManifestStore, array: ManifestArray) -> np.ndarray | None:
+def _referenced_values(store: ManifestStore, array: ManifestArray) -> np.ndarray | None:
     """The values of a one-chunk array of plain numbers whose chunk is a reference into
     a file (a netCDF coordinate stored contiguously), read with one ranged read; None
     for other arrays."""
@@ -142,7 +139,7 @@ def _referenced_values(store: FileManifestStore, array: ManifestArray) -> np.nda
     return _plain_values(array, stored, data)
 
 
-def _values(store: FileManifestStore, path: str, array: ManifestArray) -> Any:
+def _values(store: ManifestStore, path: str, array: ManifestArray) -> Any:
     """The array's values: inlined ones decoded here, others read lazily through zarr
     (as xarray's zarr backend wraps them)."""
     found = _inlined_values(array)
@@ -164,7 +161,7 @@ def _fill_value_attribute(value: Any, array: ManifestArray) -> Any:
     return FillValueCoder.decode(value, array.metadata.data_type.to_native_dtype())
 
 
-def loadable_variable(store: FileManifestStore, path: str, array: ManifestArray) -> xr.Variable:
+def loadable_variable(store: ManifestStore, path: str, array: ManifestArray) -> xr.Variable:
     """The variable xarray's zarr backend opens for ``array`` (before CF decoding)."""
     return _variable(array, _values(store, path, array))
 
@@ -184,7 +181,7 @@ def _variable(array: ManifestArray, values: Any) -> xr.Variable:
 
 
 def loaded_variables(
-    store: FileManifestStore, arrays: Mapping[str, ManifestArray]
+    store: ManifestStore, arrays: Mapping[str, ManifestArray]
 ) -> dict[str, xr.Variable]:
     """:func:`loadable_variable` of each array, its values read now: plain one-chunk
     arrays (most coordinates) with one ranged read each, the others through zarr
@@ -229,7 +226,7 @@ def can_build(group: ManifestGroup) -> bool:
 
 
 def virtual_dataset(
-    store: FileManifestStore,
+    store: ManifestStore,
     group: ManifestGroup,
     *,
     loadable_variables: Iterable[Hashable] | None,

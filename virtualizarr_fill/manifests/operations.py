@@ -23,19 +23,17 @@ from virtualizarr.manifests.manifest import ChunkManifest
 from zarr.core.chunk_grids import DimensionGrid, FixedDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.concat import (
+from virtualizarr_fill.chunk_grids import (
     chunk_grid,
     codec_edges,
-    codecs_with_new_axis,
-    codecs_without_axis,
-    concatenation_metadata,
     data_edges,
     dimension_from_edges,
     format_edges,
     grid_metadata,
     grid_shape,
-    stack_metadata,
 )
+from virtualizarr_fill.codec_chains import codecs_with_new_axis, codecs_without_axis
+from virtualizarr_fill.concat import concatenation_metadata, stack_metadata
 from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.manifests import upstream
 

@@ -14,6 +14,12 @@ is newer than the newest release these adaptations were tested with.
 :func:`supports_rectilinear` tells whether VirtualiZarr's own ``ManifestArray`` accepts
 rectilinear chunk grids (its PR #954); once it does, the writers hand such arrays to
 VirtualiZarr's writers instead of to this package's own.
+
+The fast read path (:mod:`virtualizarr_fill.reads`) reads a manifest's reference arrays and
+a store's group and registry, which VirtualiZarr keeps in private attributes, through
+:func:`manifest_entries`, :func:`store_group` and :func:`store_registry`; each answers
+None where the installed VirtualiZarr holds them otherwise, and the read is then left to
+zarr.
 """
 
 from __future__ import annotations
@@ -23,12 +29,16 @@ import importlib
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from packaging.version import Version
 from virtualizarr.manifests.indexing import SubChunkIndexingError
 from virtualizarr.manifests.manifest import ChunkManifest
+
+if TYPE_CHECKING:
+    from obspec_utils.registry import ObjectStoreRegistry
+    from virtualizarr.manifests import ManifestGroup
 
 #: Newest releases the adaptations were tested with (CI runs them and the oldest
 #: supported ones; ``pyproject.toml`` states the lower bounds).
@@ -124,6 +134,49 @@ def manifest_paths(manifest: ChunkManifest) -> np.ndarray:
     return result
 
 
+class ManifestEntries(NamedTuple):
+    """A chunk manifest's references as VirtualiZarr holds them (not copies): the path,
+    offset and length of every chunk in arrays of the chunk grid's shape (path ``""``:
+    no chunk), and the bytes of inlined chunks by grid index."""
+
+    paths: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+    inlined: dict[tuple[int, ...], bytes]
+
+
+def manifest_entries(manifest: ChunkManifest) -> ManifestEntries | None:
+    """``manifest``'s reference arrays (its private ``_paths``, ``_offsets``,
+    ``_lengths`` and ``_inlined``), or None for a VirtualiZarr that holds them otherwise."""
+    try:
+        return ManifestEntries(
+            manifest._paths, manifest._offsets, manifest._lengths, manifest._inlined
+        )
+    except AttributeError:
+        return None
+
+
+def store_group(store: Any) -> ManifestGroup | None:
+    """The root group of a ``ManifestStore`` (its private ``_group``), or None."""
+    return getattr(store, "_group", None)
+
+
+def store_registry(store: Any) -> ObjectStoreRegistry | None:
+    """The object-store registry of a ``ManifestStore`` (its private ``_registry``), or
+    None."""
+    return getattr(store, "_registry", None)
+
+
+@functools.cache
+def store_walk_known() -> bool:
+    """Whether VirtualiZarr's ``ManifestStore`` finds the node of a key by the walk
+    :func:`virtualizarr_fill.manifests.store.deepest_node` repeats (its private
+    ``_get_deepest_group_or_array``): the fast read path locates chunks that way."""
+    from virtualizarr.manifests import store
+
+    return hasattr(store, "_get_deepest_group_or_array")
+
+
 _warned = False
 _warn_lock = threading.Lock()
 
@@ -181,6 +234,7 @@ def supports_rectilinear() -> bool:
 
 __all__ = [
     "NEWEST_TESTED",
+    "ManifestEntries",
     "MissingUpstreamFeatureError",
     "SubChunkIndexingError",
     "broadcast_manifest",
@@ -189,9 +243,13 @@ __all__ = [
     "icechunk_writer",
     "kerchunk_writer",
     "index_regular",
+    "manifest_entries",
     "manifest_paths",
     "normalize_indexer",
     "stack_manifests",
+    "store_group",
+    "store_registry",
+    "store_walk_known",
     "subset_manifest",
     "supports_rectilinear",
     "warn_if_untested",

@@ -11,21 +11,34 @@ objects and schedules a coroutine per chunk. Two opt-ins make it faster:
   a whole batch of chunks of a ManifestStore at once. Any other store read inside the
   block goes to zarr's own pipeline.
 * :func:`fast_reads` does that and, inside its block, also replaces the zarr functions
-  around the pipeline (array selection, group and array opens) with
-  :mod:`virtualizarr_fill.reads.zarr_read_path`, which plans reads of ManifestStores without
-  zarr's per-chunk objects. The replacements are process-wide while any ``fast_reads``
-  block is open (nested and concurrent blocks share one installation) and act only on
-  ManifestStores read with the manifest pipeline; every other read runs zarr's own code.
-  zarr's functions are back when the last block closes.
+  around the pipeline (array selection, group and array opens) with versions that plan
+  reads of ManifestStores without zarr's per-chunk objects
+  (:mod:`virtualizarr_fill.reads.installation`). The replacements are process-wide
+  while any ``fast_reads`` block is open (nested and concurrent blocks share one
+  installation) and act only on ManifestStores read with the manifest pipeline; every
+  other read runs zarr's own code. zarr's functions are back when the last block closes.
 
 Nothing here runs on import. Reads of Icechunk or kerchunk stores are unaffected (and do
 not need either).
 
-Modules: :mod:`.pipeline` (the zarr codec pipeline, found by zarr through an entry
-point; imports nothing but zarr), :mod:`.manifest_reads` (planning a read from a
-manifest, fetching byte ranges, decoding chunks), :mod:`.zarr_read_path` (zarr's array
-reads and opens for ManifestStores, installed only inside ``fast_reads()``) and
-:mod:`.deinterleave` (splitting pixel-interleaved bands into a band-first array).
+The modules, in the order a read passes through them:
+
+* zarr's side: :mod:`.pipeline` (the zarr codec pipeline, found by zarr through an
+  entry point; imports nothing but zarr), :mod:`.batch_reads` (its ``read``: a batch of
+  zarr's chunk requests located in the manifest); inside ``fast_reads()`` only,
+  :mod:`.installation` (installs :mod:`.zarr_selections` and :mod:`.zarr_opens` in
+  place of :mod:`.zarr_originals`), :mod:`.selections` (a selection's chunks and
+  their plan), :mod:`.lattice`, :mod:`.block_reads` and :mod:`.spans` (many chunks on a
+  lattice read as one block, chunks laid one after the other in a file read as one
+  range), :mod:`.calling_thread`;
+* :mod:`.planning`: manifest entries and chunk grid indices -> byte ranges per file
+  (no zarr, no I/O);
+* :mod:`.fetching`: byte ranges -> stored bytes; :mod:`.scheduling`: where fetching and
+  decoding run (event loop, calling thread, worker threads);
+* :mod:`.decoders`, :mod:`.raw_layout`, :mod:`.bytes_decoders`: stored bytes -> arrays
+  with the codec chain; :mod:`.deinterleave`: pixel-interleaved bands split into a
+  band-first array;
+* :mod:`.object_cache`: results kept per live object.
 """
 
 from __future__ import annotations
@@ -37,11 +50,7 @@ from collections.abc import Iterator
 
 import zarr
 
-PIPELINE_PATH = "virtualizarr_fill.reads.pipeline.ManifestCodecPipeline"
-"""zarr's ``codec_pipeline.path`` setting that selects
-:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`, for a whole process
-(``ZARR_CODEC_PIPELINE__PATH`` in a dask worker's environment) or with
-``zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})``."""
+from virtualizarr_fill.reads.pipeline import PIPELINE_PATH
 
 _lock = threading.Lock()
 _open_blocks = 0
@@ -87,13 +96,13 @@ def fast_reads() -> Iterator[None]:
     ...     values = zarr.open_group(store, mode="r")["band_data"][...]
     """
     global _open_blocks, _installed
-    from virtualizarr_fill.reads import zarr_read_path as _zarr_read_path
+    from virtualizarr_fill.reads import installation
 
     with _lock:
         if _open_blocks == 0:
-            _installed = _zarr_read_path.supported()
+            _installed = installation.supported()
             if _installed:
-                _zarr_read_path.install()
+                installation.install()
             else:
                 warnings.warn(
                     f"virtualizarr_fill.fast_reads: zarr {zarr.__version__} is newer than the "
@@ -110,7 +119,7 @@ def fast_reads() -> Iterator[None]:
         with _lock:
             _open_blocks -= 1
             if _open_blocks == 0 and _installed:
-                _zarr_read_path.uninstall()
+                installation.uninstall()
                 _installed = False
 
 

@@ -5,7 +5,7 @@ zarr finds it by name (``codec_pipeline.path``, or the environment variable
 ``ZARR_CODEC_PIPELINE__PATH`` in a dask worker) through this package's
 ``zarr.codec_pipeline`` entry point, which zarr loads at the first array it creates or
 opens, in every process where the package is installed. This module therefore imports
-nothing but zarr: the reading machinery (:mod:`virtualizarr_fill.reads.manifest_reads`,
+nothing but zarr: the reading machinery (:mod:`virtualizarr_fill.reads.batch_reads`,
 which imports VirtualiZarr and the decompressors) is imported at the first read.
 
 Everything other than reads of ManifestStores (writes, other stores, sharding, codecs
@@ -16,9 +16,8 @@ without a synchronous implementation, non-CPU buffers) goes to zarr's
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from zarr.abc.codec import Codec, CodecPipeline, GetResult
@@ -34,17 +33,22 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
     from zarr.core.metadata.v3 import ChunkGridMetadata
 
-    from virtualizarr_fill.reads.manifest_reads import ChunkInfo, _Decode
+    from virtualizarr_fill.reads.decoders import ChunkInfo
+    from virtualizarr_fill.reads.raw_layout import RawLayout
+
+PIPELINE_PATH = "virtualizarr_fill.reads.pipeline.ManifestCodecPipeline"
+"""zarr's ``codec_pipeline.path`` setting that selects
+:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`, for a whole process
+(``ZARR_CODEC_PIPELINE__PATH`` in a dask worker's environment) or with
+``zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})``."""
 
 #: Pipelines kept by :meth:`ManifestCodecPipeline.from_array_metadata_and_store`.
 PIPELINES_KEPT = 4096
+#: The pipeline built for a codec list and chunk spec, by the id of the codec list: the
+#: arrays of one file share their metadata's codec list, and building a pipeline costs
+#: more than opening the array otherwise does. Each entry keeps its codec list, so the
+#: id is not reused while it lives; emptied when :data:`PIPELINES_KEPT` are kept.
 _pipelines: dict[int, tuple[Any, ArraySpec, ManifestCodecPipeline]] = {}
-
-
-def _reads() -> ModuleType:
-    from virtualizarr_fill.reads import manifest_reads
-
-    return manifest_reads
 
 
 @dataclass(frozen=True)
@@ -53,14 +57,14 @@ class ManifestCodecPipeline(CodecPipeline):
 
     For a read from a ``ManifestStore`` it looks every chunk up in the array's manifest
     at once, fetches the byte ranges with one ``get_ranges`` call per file, and decodes
-    with the array's own codecs (see :mod:`virtualizarr_fill.reads.manifest_reads`).
+    with the array's own codecs (see :mod:`virtualizarr_fill.reads.batch_reads`).
     Select it with :func:`virtualizarr_fill.use_manifest_pipeline` or
     :func:`virtualizarr_fill.fast_reads`.
     """
 
     inner: BatchedCodecPipeline
     transform: ChunkTransform | None  # None: a codec has no synchronous decode
-    raw: Any = None  # manifest_reads._RawLayout, or None
+    raw: RawLayout | None = None  # chunks stored as plain numbers: how to view them
 
     @classmethod
     def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
@@ -92,7 +96,6 @@ class ManifestCodecPipeline(CodecPipeline):
         pipeline = cls.from_codecs(codecs).evolve_from_array_spec(spec)
         if len(_pipelines) >= PIPELINES_KEPT:
             _pipelines.clear()
-        # The codec list is kept with the entry, so its id names it while it is kept.
         _pipelines[id(codecs)] = (codecs, spec, pipeline)
         return pipeline
 
@@ -102,7 +105,9 @@ class ManifestCodecPipeline(CodecPipeline):
             transform: ChunkTransform | None = ChunkTransform(codecs=tuple(inner))
         except TypeError:
             transform = None
-        raw = _reads().raw_layout(inner, array_spec)
+        from virtualizarr_fill.reads.raw_layout import RawLayout
+
+        raw = RawLayout.of_chain(inner, array_spec)
         return type(self)(inner=inner, transform=transform, raw=raw)
 
     def __iter__(self) -> Iterator[Codec]:
@@ -152,30 +157,16 @@ class ManifestCodecPipeline(CodecPipeline):
         out: NDBuffer,
         drop_axes: tuple[int, ...] = (),
     ) -> tuple[GetResult, ...]:
-        return await _reads().read(self, batch_info, out, drop_axes)  # type: ignore[no-any-return]
+        from virtualizarr_fill.reads import batch_reads
+
+        return await batch_reads.read(self, batch_info, out, drop_axes)
 
     @property
     def reads_manifests(self) -> bool:
         """Can this pipeline read chunks from a manifest itself (else zarr's pipeline does)?"""
-        return bool(_reads().reads_manifests(self))
+        from virtualizarr_fill.reads import batch_reads
 
-    def block_decoder(self, blocks: Any, spec: ArraySpec, short: dict[int, ArraySpec]) -> _Decode:
-        """See :func:`virtualizarr_fill.reads.manifest_reads.block_decoder`."""
-        return _reads().block_decoder(self, blocks, spec, short)  # type: ignore[no-any-return]
-
-    def chunk_decoder(self) -> Callable[[Any, ArraySpec], Any]:
-        """See :func:`virtualizarr_fill.reads.manifest_reads.chunk_decoder`."""
-        return _reads().chunk_decoder(self)  # type: ignore[no-any-return]
-
-    def stored_bytes_decoder(
-        self, parts: Any, spec: ArraySpec, short: dict[int, ArraySpec]
-    ) -> _Decode:
-        """See :func:`virtualizarr_fill.reads.manifest_reads.stored_bytes_decoder`."""
-        return _reads().stored_bytes_decoder(self, parts, spec, short)  # type: ignore[no-any-return]
-
-    def decoder(self, drop_axes: tuple[int, ...], target: Any) -> _Decode:
-        """See :func:`virtualizarr_fill.reads.manifest_reads.decoder`."""
-        return _reads().decoder(self, drop_axes, target)  # type: ignore[no-any-return]
+        return batch_reads.reads_manifests(self)
 
 
-__all__ = ["PIPELINES_KEPT", "ManifestCodecPipeline"]
+__all__ = ["PIPELINES_KEPT", "PIPELINE_PATH", "ManifestCodecPipeline"]

@@ -29,14 +29,10 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.metadata.v3 import ArrayV3Metadata, RectilinearChunkGridMetadata
 from zarr.core.sync import sync
 
-from virtualizarr_fill.concat import (
-    FILL_ATTRIBUTES,
-    chunk_grid,
-    codec_edges,
-    concatenation_metadata,
-    is_rectilinear,
-)
+from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges, is_rectilinear
+from virtualizarr_fill.concat import concatenation_metadata
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
+from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
 from virtualizarr_fill.manifests import upstream
 
 if TYPE_CHECKING:

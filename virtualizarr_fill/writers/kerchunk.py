@@ -23,9 +23,9 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.concat import chunk_grid, is_rectilinear
+from virtualizarr_fill.chunk_grids import chunk_grid, is_rectilinear
+from virtualizarr_fill.codec_chains import edge_handling_of
 from virtualizarr_fill.errors import UnsupportedFeatureError
-from virtualizarr_fill.grid import edge_handling_of
 from virtualizarr_fill.manifests import upstream
 
 

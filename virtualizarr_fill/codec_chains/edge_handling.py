@@ -1,4 +1,4 @@
-"""Chunk edges and padding decisions.
+"""The edge codec of a codec chain: which one a padded chunk needs, and where it goes.
 
 A stored chunk may be larger than the logical chunk the Zarr grid describes (a padded
 TIFF strip, an HDF5 edge chunk that became interior after concatenation). Two codecs
@@ -9,7 +9,9 @@ handle that, and choosing between them is a question of storage order:
 * **crop** otherwise (padding along an inner axis, or along several axes).
 
 The decision needs the codec chain because transposes before the array->bytes codec
-change which axis is slowest in the stored bytes.
+change which axis is slowest in the stored bytes. The edge codec itself has exactly one
+correct place, right after the ``bytes`` codec; this module inserts, removes, checks and
+reads it back (its stored shape), on chains of codec objects or of JSON dicts alike.
 """
 
 from __future__ import annotations
@@ -140,6 +142,26 @@ def without_edge_codecs(codecs: Sequence[CodecLike]) -> list[CodecLike]:
     return [c for c in codecs if _codec_name(c) not in _EDGE_CODEC_NAMES]
 
 
+def _array_order(codecs: Sequence[Any], storage_shape: Sequence[int]) -> tuple[int, ...]:
+    """Invert :func:`storage_order_shape`: a storage-order shape back in array order."""
+    permutation = storage_order_shape(codecs, range(len(storage_shape)))
+    array_shape = [0] * len(storage_shape)
+    for position, axis in enumerate(permutation):
+        array_shape[axis] = storage_shape[position]
+    return tuple(array_shape)
+
+
+def crop_stored_shape(codecs: Sequence[Any]) -> tuple[int, ...] | None:
+    """The stored chunk shape (array order) of the chain's crop codec, if it has one."""
+    for codec in codecs:
+        if isinstance(codec, CropCodec):
+            return _array_order(codecs, codec.stored_shape)
+        if isinstance(codec, dict) and codec.get("name") == CROP_CODEC_NAME:
+            stored = codec["configuration"]["stored_shape"]
+            return _array_order(codecs, stored)
+    return None
+
+
 def _array_bytes_index(codecs: Sequence[CodecLike]) -> int:
     for i, codec in enumerate(codecs):
         if issubclass(_codec_class(codec), ArrayBytesCodec):
@@ -212,6 +234,7 @@ __all__ = [
     "CodecLike",
     "EdgeHandling",
     "check_edge_codec_placement",
+    "crop_stored_shape",
     "decide_edge_handling",
     "decide_grid_edge_handling",
     "edge_handling_of",
