@@ -1001,6 +1001,145 @@ def _h5_signature(s: H5Structure, c: Chooser) -> tuple[list[dict[str, Any]], str
     )
 
 
+def _signatures(s: H5Structure, signature: bytes) -> list[int]:
+    return [pos for pos, sig in s.signatures if sig == signature]
+
+
+def _chunk_btree_dims(s: H5Structure) -> dict[int, int]:
+    """Root address of each version 1 chunk B-tree -> the dimensionality of its keys
+    (dataset rank + 1), from the layout messages."""
+    found = {}
+    for rank, address in zip(s.fields, s.fields[1:], strict=False):
+        if rank.label == "chunk rank" and address.label == "chunk index address":
+            found[s.base + s.u(address.pos, address.width)] = s.data[rank.pos]
+    return found
+
+
+def _h5_btree_self_child(s: H5Structure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
+    """A version 1 B-tree node (group or chunk) whose child points at the node itself,
+    as a leaf (libhdf5 then reads the node as a child of another type) or raised to
+    level 1 (libhdf5 recurses into it without end)."""
+    o, ln = s.offset_size, s.length_size
+    chunk_dims = _chunk_btree_dims(s)
+    nodes = [
+        (pos, ln if s.data[pos + 4] == 0 else 8 + 8 * chunk_dims[pos])
+        for pos in _signatures(s, b"TREE")
+        if s.data[pos + 4] == 0 or pos in chunk_dims
+    ]
+    nodes = [(pos, key) for pos, key in nodes if s.u(pos + 6, 2) > 0]
+    if not nodes:
+        return _h5_signature(s, c)
+    pos, key_size = c.choice(nodes)
+    child = c.integer(0, s.u(pos + 6, 2) - 1)
+    at = pos + 8 + 2 * o + key_size + child * (key_size + o)
+    level = c.choice((s.data[pos + 5], max(s.data[pos + 5], 1)))
+    ops = [_put(at, pos - s.base, o, "little"), _put(pos + 5, level, 1, "little")]
+    kind = "group" if s.data[pos + 4] == 0 else "chunk"
+    return ops, f"{kind} B-tree node at byte {pos}: child {child} -> the node itself, level {level}"
+
+
+#: Fields of a version 2 B-tree header: (offset, width) for 8-byte addresses and lengths
+#: (record type, node size, record size, depth, root record count, total records).
+_BTHD_FIELDS = {
+    "record type": (5, 1),
+    "node size": (6, 4),
+    "record size": (10, 2),
+    "depth": (12, 2),
+    "root records": (-2, 2),  # after the root address
+    "total records": (0, -1),  # after the root record count
+}
+_BTHD_KINDS = {
+    1: "huge",
+    2: "huge",
+    3: "huge",
+    4: "huge",
+    5: "link name",
+    6: "link order",
+    8: "attribute name",
+    9: "attribute order",
+    10: "chunk",
+    11: "filtered chunk",
+}
+
+
+def _h5_btree_v2_header(s: H5Structure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
+    """A field of a version 2 B-tree header (chunk, attribute or link index) set to a
+    value that breaks parsers, its checksum restored so the edit reaches them."""
+    headers = _signatures(s, b"BTHD")
+    if not headers:
+        return _h5_btree_self_child(s, c)
+    pos = c.choice(headers)
+    o, ln = s.offset_size, s.length_size
+    name = c.choice(tuple(_BTHD_FIELDS))
+    at, width = _BTHD_FIELDS[name]
+    if name == "root records":
+        at, width = 16 + o, 2
+    elif name == "total records":
+        at, width = 18 + o, ln
+    current = s.u(pos + at, width)
+    new = c.choice(sorted(set(_special_values(width, current, s.size)) | {current + (1 << 16)}))
+    new &= (1 << (8 * width)) - 1
+    end = pos + 18 + o + ln
+    ops = [_put(pos + at, new, width, "little"), {"op": "checksum", "start": pos, "end": end}]
+    index = _BTHD_KINDS.get(s.data[pos + 5], "unknown")
+    return ops, f"BTHD ({index} index) at byte {pos}: {name} {current} -> {new}"
+
+
+def _h5_fractal_heap_header(s: H5Structure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
+    """A doubling-table or size field of a fractal heap header (dense links and
+    attributes), its checksum restored."""
+    headers = [p for p in _signatures(s, b"FRHP") if s.u(p + 7, 2) == 0]  # unfiltered
+    if not headers:
+        return _h5_btree_v2_header(s, c)
+    pos = c.choice(headers)
+    o, ln = s.offset_size, s.length_size
+    table = 10 + 4 + ln + o + ln + o + 8 * ln
+    fields = {
+        "heap ID length": (5, 2),
+        "max managed size": (10, 4),
+        "managed space": (10 + 4 + 2 * ln + 2 * o, ln),
+        "table width": (table, 2),
+        "starting block size": (table + 2, ln),
+        "max direct block size": (table + 2 + ln, ln),
+        "heap address bits": (table + 2 + 2 * ln, 2),
+        "root block address": (table + 6 + 2 * ln, o),
+        "root rows": (table + 6 + 2 * ln + o, 2),
+    }
+    name = c.choice(tuple(fields))
+    at, width = fields[name]
+    current = s.u(pos + at, width)
+    new = c.choice(_special_values(width, current, s.size))
+    end = pos + table + 8 + 2 * ln + o
+    ops = [_put(pos + at, new, width, "little"), {"op": "checksum", "start": pos, "end": end}]
+    return ops, f"FRHP at byte {pos}: {name} {current} -> {new}"
+
+
+def _h5_local_heap(s: H5Structure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
+    """A group's local heap: its size, data address or free list (one that loops)."""
+    heaps = _signatures(s, b"HEAP")
+    if not heaps:
+        return _h5_btree_self_child(s, c)
+    pos = c.choice(heaps)
+    ln = s.length_size
+    size, free = s.u(pos + 8, ln), s.u(pos + 8 + ln, ln)
+    data = s.base + s.u(pos + 8 + 2 * ln, s.offset_size)
+    name = c.choice(("data size", "free list head", "free list loop", "data address"))
+    if name == "free list loop" and size >= 2 * ln:
+        block = size - 2 * ln
+        ops = [
+            _put(pos + 8 + ln, block, ln, "little"),
+            _put(data + block, block, ln, "little"),
+            _put(data + block + ln, 2 * ln, ln, "little"),
+        ]
+        return ops, f"HEAP at byte {pos}: free block at {block} -> itself"
+    at, width, current = {
+        "data size": (8, ln, size),
+        "free list head": (8 + ln, ln, free),
+    }.get(name, (8 + 2 * ln, s.offset_size, data - s.base))
+    new = c.choice(_special_values(width, current, s.size))
+    return [_put(pos + at, new, width, "little")], f"HEAP at byte {pos}: {name} {current} -> {new}"
+
+
 def _h5_several(s: H5Structure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
     ops: list[dict[str, Any]] = []
     labels = []
@@ -1023,6 +1162,10 @@ HDF5_GENERATORS = {
     "message-field": _h5_message_field,
     "huge-dims": _h5_huge_dims,
     "signature": _h5_signature,
+    "btree-self-child": _h5_btree_self_child,
+    "btree-v2-header": _h5_btree_v2_header,
+    "fractal-heap-header": _h5_fractal_heap_header,
+    "local-heap": _h5_local_heap,
     "several": _h5_several,
 }
 HDF5_KINDS = tuple(HDF5_GENERATORS)

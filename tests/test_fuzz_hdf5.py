@@ -16,6 +16,7 @@ block is restored so the edit reaches the parser. Verdicts matching a bug listed
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,14 @@ from tests._fuzz_driver import (
     judge_truncations,
     worker_session,
 )
-from tests._fuzz_mutations import Mutation, apply_ops, hdf5_mutation, hdf5_structure
+from tests._fuzz_mutations import (
+    HDF5_GENERATORS,
+    Mutation,
+    RandomChooser,
+    apply_ops,
+    hdf5_mutation,
+    hdf5_structure,
+)
 from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
 from tests.test_fuzz_known_bugs import known_bug
 
@@ -60,6 +68,19 @@ TRUNCATED_FILES = (
 )
 
 
+#: Files holding the structures libhdf5 follows blindly: symbol table B-trees and local
+#: heaps (v0 superblock), version 1 chunk B-trees, version 2 B-tree chunk indexes, dense
+#: attribute storage (fractal heaps and their v2 B-tree indexes).
+STRUCTURE_FILES = (
+    "NCAS-CMS+pyfive/tests/data/dim_scales.hdf5",
+    "NCAS-CMS+pyfive/tests/data/fletcher32.hdf5",
+    "NCAS-CMS+pyfive/tests/data/btreev2.hdf5",
+    "jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_attribute_latest.hdf5",
+)
+STRUCTURE_KINDS = ("btree-self-child", "btree-v2-header", "fractal-heap-header", "local-heap")
+STRUCTURE_CASES = 6
+
+
 @pytest.fixture(scope="module")
 def worker() -> Iterator[FuzzWorker]:
     yield from worker_session()
@@ -78,6 +99,22 @@ def test_mutated_hdf5_reads_exactly_or_is_refused(
     name = data.draw(st.sampled_from(HDF5_FILES))
     mutation = hdf5_mutation(str(corpus_dir / name), name, HypothesisChooser(data))
     judge(worker, corpus_dir, scratch, mutation, "hdf5")
+
+
+@pytest.mark.parametrize("kind", STRUCTURE_KINDS)
+@pytest.mark.parametrize("name", STRUCTURE_FILES)
+def test_structure_mutations_never_reach_libhdf5(
+    name: str, kind: str, worker: FuzzWorker, corpus_dir: Path, scratch: Path
+) -> None:
+    """Self-referencing B-tree children, edited version 2 B-tree and fractal heap
+    headers, broken local heaps: each mutant is judged in the capped worker process
+    (a libhdf5 crash or allocation would be a verdict, not a lost session). Files
+    without the structure get the nearest other structural edit."""
+    structure = hdf5_structure(str(corpus_dir / name))
+    chooser = RandomChooser(random.Random(f"{name}:{kind}"))
+    for _ in range(STRUCTURE_CASES):
+        ops, label = HDF5_GENERATORS[kind](structure, chooser)
+        judge(worker, corpus_dir, scratch, Mutation(name, f"{kind}: {label}", ops), "hdf5")
 
 
 @pytest.mark.parametrize("name", TRUNCATED_FILES)

@@ -266,7 +266,7 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         ops=(_put(4451, "00000000"),),  # HEAP signature smashed
         outcome=EXCEPTION,
         error_classes=("RuntimeError",),
-        places=(("hdf5/parser.py", "_address"),),
+        places=(("hdf5/walk.py", "_address"),),
     ),
     KnownBug(
         id="hdf5-attribute-name-not-text",
@@ -339,7 +339,7 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         ops=(_put(832, "ffffffff00000000"),),
         outcome=EXCEPTION,
         error_classes=("MemoryError", "ValueError"),
-        places=(("hdf5/arrays.py", "_empty"),),
+        places=(("hdf5/array_context.py", "empty_manifest"),),
     ),
     KnownBug(
         id="hdf5-h5py-errors-escape",
@@ -358,11 +358,11 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
             ("zarr_metadata.py", "_cached_data_type"),
             ("zarr_metadata.py", "zarr_data_type"),
             ("fill/cast.py", "_default_fill_value"),
-            ("hdf5/arrays.py", "_contiguous_manifest"),
-            ("hdf5/arrays.py", "_chunked_manifest"),
+            ("hdf5/contiguous_manifest.py", "contiguous_manifest"),
+            ("hdf5/chunked_manifest.py", "chunked_manifest"),
             ("hdf5/arrays.py", "build_array"),
             ("hdf5/arrays.py", "_chunk_shape"),
-            ("hdf5/arrays.py", "__init__"),
+            ("hdf5/array_context.py", "__init__"),
         ),
     ),
     KnownBug(
@@ -422,6 +422,60 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         kind="hdf5",
         ops=({"op": "flip", "pos": 1523, "bit": 5}, {"op": "checksum", "start": 1440, "end": 1720}),
         outcome="BUG: memory",
+    ),
+)
+
+#: Structures libhdf5 follows as it finds them (found by the structure-aware mutation
+#: classes of ``tests/_fuzz_mutations.py``); fixed by checking them from their bytes first.
+FIXED_BUGS += (
+    KnownBug(
+        id="hdf5-group-btree-child-is-its-node",
+        summary="a symbol table (group) B-tree node raised to level 1 whose first child is the "
+        "node itself: libhdf5 recurses into it until the stack overflows (SIGSEGV) when the "
+        "group is listed",
+        file="NCAS-CMS+pyfive/tests/data/dim_scales.hdf5",
+        kind="hdf5",
+        ops=(_put(141, "01"), _put(168, "8800000000000000")),
+        outcome="BUG: crash",
+    ),
+    KnownBug(
+        id="hdf5-chunk-btree-v2-header-type",
+        summary="a version 2 B-tree chunk index header whose record type is flipped from 10 "
+        "to 2 (checksum restored): libhdf5 decodes chunk records with the huge-object layout "
+        "and crashes in chunk_iter (SIGSEGV)",
+        file="NCAS-CMS+pyfive/tests/data/btreev2.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 468, "bit": 3}, {"op": "checksum", "start": 463, "end": 497}),
+        outcome="BUG: crash",
+    ),
+    KnownBug(
+        id="hdf5-attribute-index-record-count",
+        summary="a dense attribute index (version 2 B-tree) whose header's total record count "
+        "is edited (checksum restored): libhdf5 allocates a table of that many attributes "
+        "(2 GB) when the attributes are listed",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_attribute_latest.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 8621, "bit": 4}, {"op": "checksum", "start": 8592, "end": 8626}),
+        outcome=("BUG: memory", "BUG: crash"),
+    ),
+    KnownBug(
+        id="hdf5-dimension-list-longer-than-rank",
+        summary="a dataset whose dataspace rank is edited from 3 to 1 keeps its 3-entry "
+        "DIMENSION_LIST: the dimension-scale library (h5py's dims) reads it into a buffer "
+        "of one entry per axis and corrupts the heap (SIGABRT)",
+        file="nasa+harmony-opendap-subsetter/f16_ssmis_20200102v7.nc",
+        kind="hdf5",
+        ops=(_put(7105, "01"), {"op": "checksum", "start": 7056, "end": 7892}),
+        outcome="BUG: crash",
+    ),
+    KnownBug(
+        id="hdf5-local-heap-free-list-loop",
+        summary="a group's local heap whose free list points back at its own block: libhdf5 "
+        "walks it forever, allocating as it goes, when the group is opened",
+        file="NCAS-CMS+pyfive/tests/data/dim_scales.hdf5",
+        kind="hdf5",
+        ops=(_put(696, "3800000000000000"), _put(768, "38000000000000001000000000000000")),
+        outcome=("BUG: timeout", "BUG: memory"),
     ),
 )
 

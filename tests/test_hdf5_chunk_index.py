@@ -31,15 +31,16 @@ from obstore.store import LocalStore
 from tests.test_hdf5_readback import check_raw, find_array, parse, read_array, registry
 from virtualizarr_fill.hdf5 import _libhdf5, checksum
 from virtualizarr_fill.hdf5._libhdf5 import object_address
-from virtualizarr_fill.hdf5.chunk_index import (
+from virtualizarr_fill.hdf5.format.chunk_index import (
     SOURCES,
     ChunkTable,
     CorruptChunkIndex,
     DatasetGeometry,
     read_chunk_table,
 )
-from virtualizarr_fill.hdf5.layout_message import (
+from virtualizarr_fill.hdf5.format.layout_message import (
     BTREE_V1,
+    BTREE_V2,
     FIXED_ARRAY,
     IMPLICIT,
     SINGLE_CHUNK,
@@ -55,7 +56,7 @@ import make_hdf5_fixtures  # noqa: E402
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: Index types read from their bytes (the others go through libhdf5's chunk_iter).
-DIRECT = {BTREE_V1, SINGLE_CHUNK, IMPLICIT, FIXED_ARRAY}
+DIRECT = {BTREE_V1, SINGLE_CHUNK, IMPLICIT, FIXED_ARRAY, BTREE_V2}
 
 
 @pytest.fixture(scope="module")
@@ -169,9 +170,8 @@ def _compare_file(path: Path, counts: Counter[str], problems: list[str]) -> None
                 problems.append(f"{where}: refused although libhdf5 lists it: {exc}")
                 continue
             if table is None:
-                # Only other index types, and layout messages older than version 3,
-                # go to libhdf5.
-                if index_type in DIRECT and opened.layout_version(dataset) >= 3:
+                # Only other index types (extensible arrays) go to libhdf5.
+                if index_type in DIRECT:
                     problems.append(f"{where}: not read directly")
                 counts["chunk_iter"] += 1
                 continue
@@ -233,8 +233,9 @@ def test_synthetic_fixtures_read_directly_equal_chunk_iter(
     assert not problems, "\n".join(problems)
     for source in SOURCES.values():
         assert counts[source] > 0, counts
-    # Extensible arrays and version 2 B-trees still go through chunk_iter.
-    assert counts["chunk_iter"] >= 6, counts
+    # Extensible arrays still go through chunk_iter.
+    print(dict(counts))
+    assert counts["chunk_iter"] >= 1, counts
 
 
 def test_corpus_read_directly_equals_chunk_iter(corpus_dir: Path) -> None:
@@ -257,7 +258,7 @@ def test_parser_uses_the_direct_tables_and_reads_back(
     """The parser takes the direct path for these indexes, and values equal h5py's."""
     for name in ("index_btree_v1.h5", "index_fixed_array.h5"):
         path = index_files[name]
-        with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.arrays"):
+        with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.chunked_manifest"):
             caplog.clear()
             parsed = parse(path)
         sources = {
@@ -278,7 +279,7 @@ def test_parser_reads_indexes_after_a_user_block(
 ) -> None:
     """Addresses are relative to the superblock, which follows a 1024-byte user block."""
     path = synthetic_files["userblock.h5"]
-    with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.arrays"):
+    with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.chunked_manifest"):
         parsed = parse(path)
     messages = [r.getMessage() for r in caplog.records if "chunk table from" in r.getMessage()]
     assert messages == ["/data: chunk table from btree-v1 (3 chunks)"], messages
@@ -293,11 +294,12 @@ def test_parser_falls_back_to_chunk_iter_for_other_indexes(
     synthetic_files: dict[str, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     path = synthetic_files["layouts.h5"]
-    with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.arrays"):
+    with caplog.at_level(logging.DEBUG, logger="virtualizarr_fill.hdf5.chunked_manifest"):
         parsed = parse(path)
     messages = [r.getMessage() for r in caplog.records if "chunk table from" in r.getMessage()]
     assert any(m.startswith("/extensible_array: chunk table from chunk_iter") for m in messages)
-    assert any(m.startswith("/btree_v2: chunk table from chunk_iter") for m in messages)
+    assert any(m.startswith("/btree_v2: chunk table from btree-v2") for m in messages)
+    assert any(m.startswith("/btree_v2_gzip: chunk table from btree-v2") for m in messages)
     assert any(m.startswith("/fixed_array_paged: chunk table from fixed-array") for m in messages)
     for name in ("/extensible_array", "/btree_v2"):
         array = find_array(parsed.store, name)

@@ -161,7 +161,8 @@ def test_decoded_size_of_a_deflate_chunk_is_exact(shuffled: bool, stored_rows: i
     size (the longer one through the general path), and garbage must still raise."""
     import zlib
 
-    from virtualizarr_fill.hdf5.arrays import _decoded_size, array_metadata
+    from virtualizarr_fill.hdf5.arrays import array_metadata
+    from virtualizarr_fill.hdf5.chunk_verification import decoded_size
 
     chunks = (8, 4)
     codecs: list[dict[str, Any]] = [{"name": "bytes", "configuration": {"endian": "little"}}]
@@ -180,6 +181,6 @@ def test_decoded_size_of_a_deflate_chunk_is_exact(shuffled: bool, stored_rows: i
     expected = 8 * 4 * 4
     stored = np.arange(stored_rows * 4, dtype="<i4").tobytes()
     data = zlib.compress(stored)
-    assert _decoded_size(metadata, chunks, data, expected) == len(stored)
+    assert decoded_size(metadata, chunks, data, expected) == len(stored)
     with pytest.raises(Exception):  # noqa: B017  (whatever zlib raises)
-        _decoded_size(metadata, chunks, b"not a deflate stream", expected)
+        decoded_size(metadata, chunks, b"not a deflate stream", expected)

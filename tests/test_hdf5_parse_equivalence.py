@@ -31,8 +31,8 @@ from virtualizarr_fill.hdf5.attrs import (
     _Skip,
     attribute_names,
 )
-from virtualizarr_fill.hdf5.dims import _scale_counts
 from virtualizarr_fill.hdf5.dtypes import UnsupportedDtypeError, _plan, plan_dtype
+from virtualizarr_fill.hdf5.nodes import _scale_counts
 from virtualizarr_fill.hdf5.parser import (
     HDF5Parser,
     find_superblock,
@@ -525,22 +525,22 @@ def test_unfiltered_edge_chunks_read_from_their_bytes(
     """A partial edge chunk stored with every filter skipped is re-encoded from its
     bytes instead of read through h5py: the store is the same both ways, and the
     values equal h5py's."""
-    from virtualizarr_fill.hdf5.arrays import _ArrayBuilder
+    from virtualizarr_fill.hdf5 import materialise
 
     path = corpus_dir / "fsspec+kerchunk" / "hdf5_mali_chunk.h5"
-    original = _ArrayBuilder._unfiltered_values
+    original = materialise.unfiltered_values
     taken: list[np.ndarray] = []
 
-    def recording(self: Any, *args: Any) -> Any:
-        values = original(self, *args)
+    def recording(*args: Any) -> Any:
+        values = original(*args)
         if values is not None:
             taken.append(np.array(values))
         return values
 
-    monkeypatch.setattr(_ArrayBuilder, "_unfiltered_values", recording)
+    monkeypatch.setattr(materialise, "unfiltered_values", recording)
     fast = _parse_state(path)
     assert len(taken) == 1
     with h5py.File(path, "r") as file:
         assert np.array_equal(taken[0], file["data"][7:]), (taken[0], file["data"][7:])
-    monkeypatch.setattr(_ArrayBuilder, "_unfiltered_values", lambda self, *args: None)
+    monkeypatch.setattr(materialise, "unfiltered_values", lambda *args: None)
     assert _parse_state(path) == fast

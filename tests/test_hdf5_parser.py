@@ -35,7 +35,8 @@ from tests.test_hdf5_readback import (
 )
 from virtualizarr_fill.errors import CorruptFileError, NotHDF5Error, UnsupportedFeatureError
 from virtualizarr_fill.hdf5 import HDF5Parser
-from virtualizarr_fill.hdf5.arrays import ArrayContext, DatasetRefused, Target, build_array
+from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
+from virtualizarr_fill.hdf5.arrays import build_array
 from virtualizarr_fill.reads import use_manifest_pipeline
 
 REPO = Path(__file__).resolve().parents[1]

@@ -35,7 +35,7 @@ from virtualizarr_fill.hdf5 import (
     SkippedDatasetWarning,
     SkippedLinkWarning,
 )
-from virtualizarr_fill.hdf5.dims import NON_COORD_PREFIX, NOT_A_VARIABLE
+from virtualizarr_fill.hdf5.nodes import NON_COORD_PREFIX, NOT_A_VARIABLE
 
 #: Reasons a dataset may be refused for (the issue's list); anything else is a failure.
 ALLOWED_REFUSALS = {

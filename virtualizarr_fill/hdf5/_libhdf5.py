@@ -7,12 +7,11 @@ h5py exposes nearly the whole HDF5 API, but not
   filtered one, since HDF5 records no filter mask for it;
 * ``H5Dget_chunk_index_type``: a "single chunk" index holds one chunk whatever the
   chunk dimensions say, and libhdf5 then serves that chunk for every chunk position;
-* a way to read the stored *descriptors* of variable-length data (sequence length and
-  global heap address of every element) without libhdf5 fetching the sequences:
-  h5py always reads variable-length data as values, and libhdf5 allocates whatever
-  length a descriptor claims before it looks at the heap. :func:`read_vlen_descriptors`
-  registers a no-op conversion from variable-length types to an opaque type of the
-  descriptor's size, so that ``H5Dread``/``H5Aread`` hand over the stored bytes.
+* the stored size of a variable-length type's base element (``H5Tget_super``), which
+  multiplies what each stored descriptor claims (see
+  :mod:`~virtualizarr_fill.hdf5.format.vlen_descriptors`).
+
+Nothing here registers anything in libhdf5: the calls only query or read.
 
 The calls go through ctypes into the very ``libhdf5`` that h5py has loaded, using the
 identifiers h5py hands out (under h5py's lock), so both sides agree on every handle.
@@ -20,12 +19,10 @@ identifiers h5py hands out (under h5py's lock), so both sides agree on every han
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import functools
 import math
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -158,236 +155,43 @@ def get_chunk_index_type(dsid: h5py.h5d.DatasetID) -> int | None:
     return int(index_type.value)
 
 
-# -- variable-length descriptors --------------------------------------------------------
-
-# H5T_cmd_t and H5T_class_t values (H5Tpublic.h); H5T_PERS_SOFT of H5T_pers_t.
-_CONV_INIT, _CONV_CONV = 0, 1
-_CLASS_STRING, _CLASS_OPAQUE, _CLASS_VLEN = 3, 5, 9
-_PERS_SOFT = 1
+# -- variable-length base sizes ---------------------------------------------------------
 
 
-class _ConversionData(ctypes.Structure):
-    """``H5T_cdata_t``."""
-
-    _fields_ = [
-        ("command", ctypes.c_int),
-        ("need_bkg", ctypes.c_int),
-        ("recalc", ctypes.c_bool),
-        ("priv", ctypes.c_void_p),
-    ]
-
-
-_CONVERSION = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    _HID_T,
-    _HID_T,
-    ctypes.POINTER(_ConversionData),
-    ctypes.c_size_t,
-    ctypes.c_size_t,
-    ctypes.c_size_t,
-    ctypes.c_void_p,
-    ctypes.c_void_p,
-    _HID_T,
-)
-
-_DESCRIPTOR_TAG = b"virtualizarr_fill vlen descriptor"
-
-
-def _declare(lib: ctypes.CDLL) -> None:
-    for name, argtypes, restype in (
-        ("H5Tget_class", [_HID_T], ctypes.c_int),
-        ("H5Tget_size", [_HID_T], ctypes.c_size_t),
-        ("H5Tis_variable_str", [_HID_T], ctypes.c_int),
-        ("H5Tequal", [_HID_T, _HID_T], ctypes.c_int),
-        ("H5Tregister", [ctypes.c_int, ctypes.c_char_p, _HID_T, _HID_T, _CONVERSION], ctypes.c_int),
-        (
-            "H5Tunregister",
-            [ctypes.c_int, ctypes.c_char_p, _HID_T, _HID_T, _CONVERSION],
-            ctypes.c_int,
-        ),
-        ("H5Dread", [_HID_T, _HID_T, _HID_T, _HID_T, _HID_T, ctypes.c_void_p], ctypes.c_int),
-        ("H5Aread", [_HID_T, _HID_T, ctypes.c_void_p], ctypes.c_int),
-        ("H5Dget_type", [_HID_T], _HID_T),
-        ("H5Aget_type", [_HID_T], _HID_T),
-        ("H5Tget_super", [_HID_T], _HID_T),
-        ("H5Tclose", [_HID_T], ctypes.c_int),
-    ):
-        func = getattr(lib, name)
-        func.argtypes = argtypes
-        func.restype = restype
-
-
-def _make_conversion(lib: ctypes.CDLL) -> Any:
-    def convert(
-        src: int,
-        dst: int,
-        cdata: Any,
-        nelmts: int,
-        buf_stride: int,
-        bkg_stride: int,
-        buf: int,
-        bkg: int,
-        dxpl: int,
-    ) -> int:
-        # Never raise into libhdf5: ctypes would print the error and return garbage.
-        try:
-            command = cdata.contents.command
-            if command == _CONV_INIT:
-                source_class = lib.H5Tget_class(src)
-                variable = source_class == _CLASS_VLEN or (
-                    source_class == _CLASS_STRING and lib.H5Tis_variable_str(src) > 0
-                )
-                if not variable or not _is_descriptor_type(lib, dst):
-                    return -1
-                cdata.contents.need_bkg = 0
-                return 0
-            if command == _CONV_CONV:
-                # The stored descriptors already sit in the buffer, one per element of
-                # the same size: nothing to move. (A variable-length type in memory has
-                # another size: that conversion is refused.)
-                return 0 if lib.H5Tget_size(src) == lib.H5Tget_size(dst) else -1
-            return 0
-        except Exception:
-            return -1
-
-    return _CONVERSION(convert)
-
-
-class _Registration:
-    """The descriptor conversion registered in libhdf5 (once per process)."""
-
-    def __init__(self) -> None:
-        self.lib: ctypes.CDLL | None = None
-        self.attempted = False
-        #: descriptor size -> the opaque memory type of that size (kept open)
-        self.types: dict[int, h5py.h5t.TypeOpaqueID] = {}
-        self.keep_alive: list[Any] = []
-
-
-_registration = _Registration()
-_registration_lock = threading.Lock()
-
-
-def _opaque(size: int) -> h5py.h5t.TypeOpaqueID:
-    tid = h5py.h5t.create(h5py.h5t.OPAQUE, size)
-    tid.set_tag(_DESCRIPTOR_TAG)
-    return tid
-
-
-def _descriptor_conversion() -> ctypes.CDLL | None:
-    """Register the descriptor conversion once per process; the library, or None."""
-    with _registration_lock:
-        if not _registration.attempted:
-            lib = _libhdf5()
-            required = ("H5Tregister", "H5Tunregister", "H5Dread", "H5Aread")
-            if lib is not None and all(hasattr(lib, name) for name in required):
-                _declare(lib)
-                _registration.lib = lib if _register(lib) else None
-            # Set last: readers check it without the lock.
-            _registration.attempted = True
-        return _registration.lib
-
-
-def _register(lib: ctypes.CDLL) -> bool:
-    function = _make_conversion(lib)
-    templates = {
-        b"vlen descriptors (strings)": h5py.h5t.C_S1.copy(),
-        b"vlen descriptors (sequences)": h5py.h5t.vlen_create(h5py.h5t.NATIVE_UINT8),
-    }
-    _registration.types.setdefault(16, _opaque(16))
-    _registration.keep_alive.extend([function, *templates.values()])
-    # libhdf5 calls every conversion function once more when it shuts down (its own
-    # atexit handler, after the interpreter is gone): a Python callback would crash the
-    # process then, so the function leaves libhdf5 while Python still runs.
-    atexit.register(_unregister, lib, function)
-    with phil:
-        for name, template in templates.items():
-            destination = _registration.types[16].id
-            if lib.H5Tregister(_PERS_SOFT, name, template.id, destination, function) < 0:
-                return False
-    return True
-
-
-def _unregister(lib: ctypes.CDLL, function: Any) -> None:
-    with phil:
-        lib.H5Tunregister(_PERS_SOFT, None, -1, -1, function)
-
-
-def _is_descriptor_type(lib: ctypes.CDLL, tid: int) -> bool:
-    if lib.H5Tget_class(tid) != _CLASS_OPAQUE:
-        return False
-    ours = _registration.types.get(int(lib.H5Tget_size(tid)))
-    return ours is not None and lib.H5Tequal(tid, ours.id) > 0
-
-
-def _descriptor_type(size: int) -> h5py.h5t.TypeOpaqueID:
-    known = _registration.types.get(size)
-    if known is not None:
-        return known
-    with _registration_lock:
-        if size not in _registration.types:
-            _registration.types[size] = _opaque(size)
-        return _registration.types[size]
-
-
-class DescriptorReadError(Exception):
-    """libhdf5 could not hand over the stored descriptors."""
-
-
-class VlenDescriptors:
-    """The stored descriptors of variable-length elements, in element order: a sequence
-    length (u32), a global heap collection address and an object index (u32) each; and
-    the stored size of one base element (a character, for strings)."""
-
-    def __init__(self, table: np.ndarray, address_size: int, base_size: int) -> None:
-        self._table = table  # elements x (8 + address_size) bytes
-        self._address_size = address_size
-        self.base_size = base_size
-
-    def total_length(self) -> int:
-        """Base elements all elements claim together."""
-        return int(self._table[:, :4].copy().view("<u4").sum(dtype=np.uint64))
-
-    @property
-    def lengths(self) -> np.ndarray:
-        """Base elements (characters for strings) each element claims, as uint64."""
-        return self._table[:, :4].copy().view("<u4").ravel().astype(np.uint64)
-
-    @property
-    def addresses(self) -> np.ndarray:
-        """Global heap collection address of each element (0: empty), as uint64."""
-        padded = np.zeros((len(self._table), 8), dtype=np.uint8)
-        padded[:, : self._address_size] = self._table[:, 4 : 4 + self._address_size]
-        return padded.view("<u8").ravel()
-
-
-def read_vlen_descriptors(
-    obj: h5py.h5d.DatasetID | h5py.h5a.AttrID, count: int, address_size: int
-) -> VlenDescriptors | None:
-    """The stored descriptors of every element of a dataset or attribute whose type is a
-    variable-length string or sequence, read without touching the global heap.
-
-    ``count`` is the number of elements, ``address_size`` the file's size of offsets.
-    Returns None when the libhdf5 h5py uses cannot be reached through ctypes; raises
-    :class:`DescriptorReadError` when libhdf5 cannot read them.
-    """
-    lib = _registration.lib if _registration.attempted else _descriptor_conversion()
+@functools.cache
+def _type_calls() -> ctypes.CDLL | None:
+    """libhdf5 with the type queries :func:`vlen_base_size` makes declared."""
+    lib = _libhdf5()
     if lib is None:
         return None
-    size = 8 + address_size
-    memory_type = _descriptor_type(size)
-    table = np.zeros((count, size), dtype=np.uint8)
-    attribute = isinstance(obj, h5py.h5a.AttrID)
+    try:
+        for name, argtypes, restype in (
+            ("H5Tget_size", [_HID_T], ctypes.c_size_t),
+            ("H5Dget_type", [_HID_T], _HID_T),
+            ("H5Aget_type", [_HID_T], _HID_T),
+            ("H5Tget_super", [_HID_T], _HID_T),
+            ("H5Tclose", [_HID_T], ctypes.c_int),
+        ):
+            func = getattr(lib, name)
+            func.argtypes = argtypes
+            func.restype = restype
+    except AttributeError:
+        return None
+    return lib
+
+
+def vlen_base_size(obj: h5py.h5d.DatasetID | h5py.h5a.AttrID) -> int:
+    """The stored size of the base element (a character, for strings) of the
+    variable-length type of a dataset or attribute: libhdf5 allocates each claimed
+    length times this (a corrupt datatype message can make a character hundreds of
+    megabytes). h5py does not expose a vlen string's base type. 1 when unknown."""
+    lib = _type_calls()
+    if lib is None:
+        return 1
     with phil:
-        if attribute:
-            status = lib.H5Aread(obj.id, memory_type.id, table.ctypes.data)
-        else:
-            status = lib.H5Dread(obj.id, memory_type.id, 0, 0, 0, table.ctypes.data)
-        stored_type = lib.H5Aget_type(obj.id) if attribute else lib.H5Dget_type(obj.id)
-        base_size = _base_size(lib, stored_type)
-    if status < 0:
-        raise DescriptorReadError("libhdf5 could not read the variable-length descriptors")
-    return VlenDescriptors(table, address_size, base_size)
+        attribute = isinstance(obj, h5py.h5a.AttrID)
+        tid = lib.H5Aget_type(obj.id) if attribute else lib.H5Dget_type(obj.id)
+        return _base_size(lib, tid)
 
 
 def _base_size(lib: ctypes.CDLL, tid: int) -> int:
@@ -409,7 +213,7 @@ def _base_size(lib: ctypes.CDLL, tid: int) -> int:
 # H5S_class_t, H5T_class_t, H5T_order_t, H5T_sign_t and H5T_cset_t values (H5Spublic.h,
 # H5Tpublic.h).
 _SPACE_SCALAR, _SPACE_SIMPLE = 0, 1
-_CLASS_INTEGER, _CLASS_FLOAT = 0, 1
+_CLASS_INTEGER, _CLASS_FLOAT, _CLASS_STRING = 0, 1, 3
 _MAX_RANK = 32  # H5S_MAX_RANK
 
 
@@ -546,6 +350,40 @@ def read_plain_attribute(obj: Any, name: bytes, max_bytes: int) -> Any:
         finally:
             lib.H5Aclose(aid)
     return values[()] if values.ndim == 0 else values
+
+
+@functools.cache
+def _file_calls() -> ctypes.CDLL | None:
+    lib = _libhdf5()
+    if lib is None or not hasattr(lib, "H5Fget_fileno"):
+        return None
+    lib.H5Iget_file_id.argtypes = [_HID_T]
+    lib.H5Iget_file_id.restype = _HID_T
+    lib.H5Fget_fileno.argtypes = [_HID_T, ctypes.POINTER(ctypes.c_ulong)]
+    lib.H5Fget_fileno.restype = ctypes.c_int
+    lib.H5Fclose.argtypes = [_HID_T]
+    lib.H5Fclose.restype = ctypes.c_int
+    return lib
+
+
+def file_number(oid: Any) -> int | None:
+    """libhdf5's number of the open file an object identifier belongs to (the same for
+    every identifier of the file), or None. h5py's ``fileno`` reads the object's header
+    to get it, which fails for a corrupt header; ``H5Fget_fileno`` does not."""
+    lib = _file_calls()
+    if lib is None:
+        return None
+    number = ctypes.c_ulong(0)
+    with phil:
+        fid = lib.H5Iget_file_id(oid.id)
+        if fid < 0:
+            return None
+        try:
+            if lib.H5Fget_fileno(fid, ctypes.byref(number)) < 0:
+                return None
+        finally:
+            lib.H5Fclose(fid)
+    return int(number.value)
 
 
 def object_address(oid: Any) -> int:

@@ -24,7 +24,13 @@ import numpy as np
 from h5py._objects import phil
 
 from virtualizarr_fill.hdf5 import _libhdf5
-from virtualizarr_fill.hdf5.global_heap import vlen_payload_bytes
+from virtualizarr_fill.hdf5.format.global_heap import vlen_payload_bytes
+from virtualizarr_fill.hdf5.format.vlen_descriptors import VlenDescriptors
+
+#: The stored descriptors of a variable-length attribute: (owner, the open attribute, its
+#: name, number of elements) -> descriptors, or None when they cannot be read from the
+#: file's bytes.
+VlenReader = Callable[[Any, Any, bytes, int], VlenDescriptors | None]
 
 #: Attributes netCDF-4 and the HDF5 dimension-scale API use for their own bookkeeping.
 HIDDEN_ATTRIBUTES = frozenset(
@@ -122,11 +128,12 @@ class UnreadableAttribute:
 MAX_ATTRIBUTE_BYTES = 64 * 1024 * 1024
 
 
-def _read_bounded(obj: h5py.HLObject, name: str) -> Any:
+def _read_bounded(obj: h5py.HLObject, name: str, vlen: VlenReader | None = None) -> Any:
     """One attribute, read the way h5py's ``AttributeManager.__getitem__`` reads it.
 
     Re-implemented (a dozen lines) only to check the size between opening the attribute
-    and reading it, with a single open.
+    and reading it, with a single open. Variable-length values are bounded first by
+    what their stored descriptors claim (``vlen`` reads them; None: not bounded).
     """
     key = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
     plain = _libhdf5.read_plain_attribute(obj.id, key, MAX_ATTRIBUTE_BYTES)
@@ -143,8 +150,11 @@ def _read_bounded(obj: h5py.HLObject, name: str) -> Any:
     size = math.prod(shape) * max(dtype.itemsize, 1)
     if size > MAX_ATTRIBUTE_BYTES:
         raise ValueError(f"{size} bytes exceed {MAX_ATTRIBUTE_BYTES}")
-    if _is_variable_length(dtype) and math.prod(shape):
-        claimed = _vlen_payload(attr, math.prod(shape))
+    if _is_variable_length(dtype) and math.prod(shape) and vlen is not None:
+        descriptors = vlen(obj, attr, key, math.prod(shape))
+        if descriptors is None:
+            raise ValueError("its variable-length descriptors cannot be read to bound it")
+        claimed = vlen_payload_bytes(descriptors)
         if size + claimed > MAX_ATTRIBUTE_BYTES:
             raise ValueError(
                 f"its variable-length elements claim {claimed} bytes, more than "
@@ -165,24 +175,6 @@ def _is_variable_length(dtype: np.dtype) -> bool:
         return True
     string_info = h5py.check_string_dtype(dtype)
     return string_info is not None and string_info.length is None
-
-
-def _vlen_payload(attr: h5py.h5a.AttrID, count: int) -> int:
-    """Bytes the attribute's variable-length elements claim, from their stored
-    descriptors (libhdf5 allocates each claimed length before it reads the heap)."""
-    try:
-        # 8-byte file addresses almost always: the file's own size is looked up only
-        # when the descriptors are not that size.
-        descriptors = _libhdf5.read_vlen_descriptors(attr, count, 8)
-    except _libhdf5.DescriptorReadError:
-        file_id = h5py.h5i.get_file_id(attr)
-        address_size = int(file_id.get_create_plist().get_sizes()[0])
-        if address_size == 8:
-            raise
-        descriptors = _libhdf5.read_vlen_descriptors(attr, count, address_size)
-    if descriptors is None:
-        return 0  # no ctypes access to libhdf5 here: read unbounded, as h5py would
-    return vlen_payload_bytes(descriptors)
 
 
 def attribute_names(obj: h5py.HLObject, creation_plist: Any = None) -> list[str]:
@@ -211,11 +203,12 @@ def attribute_names(obj: h5py.HLObject, creation_plist: Any = None) -> list[str]
     return [obj._d(name) for name in names]
 
 
-def read_attribute(obj: h5py.HLObject, name: str) -> Any:
+def read_attribute(obj: h5py.HLObject, name: str, vlen: VlenReader | None = None) -> Any:
     """One attribute as h5py returns it; an :class:`UnreadableAttribute` when h5py
-    cannot read it (or it is too large to read safely)."""
+    cannot read it (or it is too large to read safely, see ``vlen`` in
+    :func:`_read_bounded`)."""
     try:
-        return _read_bounded(obj, name)
+        return _read_bounded(obj, name, vlen)
     except Exception as exc:  # h5py cannot read some datatypes
         return UnreadableAttribute(exc)
 
@@ -225,6 +218,7 @@ def read_raw_attributes(
     names: list[str] | None = None,
     skip: frozenset[str] = frozenset(),
     creation_plist: Any = None,
+    vlen: VlenReader | None = None,
 ) -> dict[str, Any]:
     """The attributes of ``obj`` as h5py returns them, each read once.
 
@@ -235,7 +229,7 @@ def read_raw_attributes(
     """
     if names is None:
         names = attribute_names(obj, creation_plist)
-    return {name: read_attribute(obj, name) for name in names if name not in skip}
+    return {name: read_attribute(obj, name, vlen) for name in names if name not in skip}
 
 
 def normalise_attribute(value: Any) -> Any:
@@ -265,7 +259,12 @@ def normalise_attribute(value: Any) -> Any:
 _REFERENCE_TARGETS = frozenset({h5py.h5i.GROUP, h5py.h5i.DATASET, h5py.h5i.DATATYPE})
 
 
-def _resolver(obj: h5py.HLObject) -> Callable[[Any], str]:
+#: An object's path from its h5py identifier (None: unknown); see
+#: :class:`~virtualizarr_fill.hdf5.walk.ObjectNames`.
+PathOf = Callable[[Any], str | bytes | None]
+
+
+def _resolver(obj: h5py.HLObject, path_of: PathOf | None = None) -> Callable[[Any], str]:
     def resolve(reference: Any) -> str:
         if not reference:
             raise _Skip("null object reference")
@@ -279,7 +278,7 @@ def _resolver(obj: h5py.HLObject) -> Callable[[Any], str]:
                 raise TypeError("Unknown object type")
         except Exception as exc:  # h5py raises several types here
             raise _Skip(f"object reference does not resolve ({exc})") from None
-        name = obj._d(h5py.h5i.get_name(target))
+        name = obj._d(h5py.h5i.get_name(target)) if path_of is None else path_of(target)
         if name is None:
             raise _Skip("object reference to an anonymous object")
         return str(name)
@@ -309,9 +308,12 @@ def convert_attributes(
     raw: dict[str, Any] | None = None,
     path: str | None = None,
     creation_plist: Any = None,
+    path_of: PathOf | None = None,
+    vlen: VlenReader | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read the attributes of ``obj`` (or use ``raw``, from :func:`read_raw_attributes`;
-    ``creation_plist`` as there).
+    ``creation_plist`` as there). Object references become the path ``path_of`` gives
+    (default: libhdf5's name of the object).
 
     Returns ``(json_attributes, typed)``: the JSON-ready attributes, and, for names in
     ``keep_typed``, the h5netcdf-style NumPy values (for the fill-value policy, which
@@ -321,13 +323,15 @@ def convert_attributes(
     """
     kind = "group" if isinstance(obj, h5py.Group) else "dataset"
     owner = f"{kind} {(path if path is not None else obj.name)!r}"
-    resolve = _resolver(obj)
+    resolve = _resolver(obj, path_of)
     result: dict[str, Any] = {}
     typed: dict[str, Any] = {}
     if raw is None:
         try:
             # Hidden attributes are dropped below whatever they hold: never read them.
-            raw = read_raw_attributes(obj, skip=HIDDEN_ATTRIBUTES, creation_plist=creation_plist)
+            raw = read_raw_attributes(
+                obj, skip=HIDDEN_ATTRIBUTES, creation_plist=creation_plist, vlen=vlen
+            )
         except Exception as exc:  # a corrupt attribute table
             _warn(source, owner, "*", f"attributes could not be listed ({exc}); all skipped")
             return result, typed

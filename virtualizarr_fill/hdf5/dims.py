@@ -18,250 +18,102 @@ phony_dims="sort")``, so this module follows h5netcdf's reading rules:
 
 The whole file is walked from the root (as h5netcdf does) even when one group is
 selected, because phony numbering depends on every group before it.
+
+Dimension bookkeeping that cannot be read (an attribute table that cannot be listed, an
+unreadable ``CLASS``, ``NAME``, ``DIMENSION_LIST``, ``_Netcdf4Coordinates`` or
+``_Netcdf4Dimid``, a scale reference that does not resolve) never silently turns a
+variable's axes into phony dimensions or a scale into a plain variable: the dataset is
+marked (:attr:`DatasetNode.problem`), takes no part in defining dimensions, and the
+parser skips it with a warning. A ``DIMENSION_LIST`` or ``REFERENCE_LIST`` entry that
+does not resolve (the dataset's own attributes read fine) is reported with an
+:class:`~virtualizarr_fill.hdf5.attrs.AttributeWarning` naming what it changes.
 """
 
 from __future__ import annotations
 
-from collections import ChainMap, Counter, defaultdict
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import h5py
 import numpy as np
 
-from virtualizarr_fill.hdf5._libhdf5 import object_address
+from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address
 from virtualizarr_fill.hdf5.attrs import (
-    UnreadableAttribute,
-    attribute_names,
-    read_attribute,
-    read_raw_attributes,
+    AttributeWarning,
+    PathOf,
+)
+from virtualizarr_fill.hdf5.nodes import (
+    NON_COORD_PREFIX,
+    NOT_A_VARIABLE,
+    DatasetNode,
+    Dimension,
+    DimensionMetadataError,
+    GroupNode,
+    VariableDims,
+    libhdf5_path,
 )
 
-NOT_A_VARIABLE = b"This is a netCDF dimension but not a netCDF variable."
-NON_COORD_PREFIX = "_nc4_non_coord_"
 
-#: Attributes of a dataset never needed in full: hidden from the virtual dataset, and
-#: (REFERENCE_LIST) only read for the rare unlimited dimension whose length it decides.
-_UNREAD_ATTRIBUTES = frozenset({"_nc3_strict", "_NCProperties", "REFERENCE_LIST"})
-
-
-@dataclass
-class Dimension:
-    """A netCDF dimension of one group."""
-
-    name: str
-    size: int
-    dimid: Any  # int for real dimensions; False for phony ones, as h5netcdf has it
-    phony: bool
-    unlimited: bool = False
-
-    @property
-    def maxsize(self) -> int | None:
-        return None if self.unlimited else self.size
-
-
-@dataclass
-class DatasetNode:
-    """A dataset member of a group, as the walk found it."""
-
-    key: str
-    dataset: h5py.Dataset
-    #: the path the walk reached it by (link names, not the object's own name)
-    path: str = ""
-    #: the open file the dataset lives in (an externally linked one for external links)
-    file: h5py.File | None = None
-    _facts: DatasetFacts | None = None
-    _raw_attributes: dict[str, Any] | None = None
-    _attribute_names: list[str] = field(default_factory=list)
-
-    @property
-    def raw_attributes(self) -> dict[str, Any]:
-        """The attributes as h5py reads them, read once (empty if unlistable), but for
-        hidden ones nothing looks at (see :meth:`reference_list`)."""
-        if self._raw_attributes is None:
-            try:
-                self._attribute_names = attribute_names(self.dataset)
-                self._raw_attributes = read_raw_attributes(
-                    self.dataset, self._attribute_names, skip=_UNREAD_ATTRIBUTES
-                )
-            except Exception:  # a corrupt attribute table: no attributes
-                self._attribute_names = []
-                self._raw_attributes = {}
-        return self._raw_attributes
-
-    def reference_list(self) -> Any:
-        """The dimension scale's REFERENCE_LIST attribute, or None (absent, unreadable)."""
-        self.raw_attributes  # noqa: B018  (lists the attributes)
-        if "REFERENCE_LIST" not in self._attribute_names:
-            return None
-        value = read_attribute(self.dataset, "REFERENCE_LIST")
-        return None if isinstance(value, UnreadableAttribute) else value
-
-    @property
-    def facts(self) -> DatasetFacts:
-        """The dimension bookkeeping of the dataset, read once."""
-        if self._facts is None:
-            self._facts = DatasetFacts.read(self.dataset, self.raw_attributes)
-        return self._facts
-
-    def open_file(self) -> h5py.File:
-        return self.file if self.file is not None else self.dataset.file
-
-
-@dataclass(frozen=True)
-class DatasetFacts:
-    """What the netCDF dimension rules need from one dataset's attributes."""
-
-    is_scale: bool
-    dimension_only: bool
-    labelling: str
-    coordinates: Any
-    dimension_list: Any
-    dimid: Any
-
-    @classmethod
-    def read(cls, dataset: h5py.Dataset, raw: dict[str, Any]) -> DatasetFacts:
-        names = set(raw)
-
-        def get(name: str) -> Any:
-            value = raw.get(name)
-            return None if isinstance(value, UnreadableAttribute) else value
-
-        name_attr = get("NAME")
-        if isinstance(name_attr, str):
-            name_attr = name_attr.encode("ascii", "replace")
-        has_list = "DIMENSION_LIST" in names
-        return cls(
-            is_scale=get("CLASS") == b"DIMENSION_SCALE",
-            dimension_only=isinstance(name_attr, bytes) and NOT_A_VARIABLE in name_attr,
-            labelling=_labelling(dataset, raw["DIMENSION_LIST"])
-            if has_list
-            else _unlabelled(dataset),
-            coordinates=get("_Netcdf4Coordinates"),
-            dimension_list=get("DIMENSION_LIST") if has_list else None,
-            dimid=get("_Netcdf4Dimid"),
-        )
-
-
-@dataclass
-class GroupNode:
-    """One group of the walked hierarchy."""
-
-    path: str
-    group: h5py.Group
-    datasets: list[DatasetNode] = field(default_factory=list)
-    #: The group's creation property list, once the walker has listed its members.
-    creation_plist: Any = None
-    children: list[tuple[str, GroupNode]] = field(default_factory=list)
-    dimensions: dict[str, Dimension] = field(default_factory=dict)
-    parent: GroupNode | None = None
-
-    def all_dimensions(self) -> dict[str, Dimension]:
-        """Dimensions visible here: this group's, then its ancestors', as h5netcdf's
-        ChainMap iterates them (outermost names first, innermost definitions winning)."""
-        maps: list[dict[str, Dimension]] = []
-        node: GroupNode | None = self
-        while node is not None:
-            maps.append(node.dimensions)
-            node = node.parent
-        return dict(ChainMap(*maps))
-
-    def dimension_ids(self) -> dict[Any, str]:
-        """netCDF dimension id -> name over the visible dimensions (h5netcdf's rule)."""
-        return {dim.dimid: name for name, dim in self.all_dimensions().items()}
-
-    def walk(self) -> Iterator[GroupNode]:
-        """This group and its descendants, in h5netcdf's (pre-order) order."""
-        yield self
-        for _, child in self.children:
-            yield from child.walk()
-
-    def release(self) -> None:
-        """Unlink this tree (parents and children refer to each other), so that it and
-        the h5py objects it holds are freed as soon as the parse drops it, not whenever
-        Python's cyclic collector runs: h5py visits every live object wrapper each time
-        a file is closed, so trees left to the collector slow every later parse."""
-        for node in list(self.walk()):
-            node.parent = None
-            node.children = []
-            node.datasets = []
-
-
-@dataclass(frozen=True)
-class VariableDims:
-    """A dataset's netCDF variable name, dimension names and (padded) shape."""
-
-    name: str
-    dims: tuple[str, ...]
-    shape: tuple[int, ...]
-    is_variable: bool
-
-
-def _scale_counts(dataset: h5py.Dataset, dimension_list: Any) -> list[int]:
-    """Scales attached to each axis, as ``H5DSget_num_scales`` counts them.
-
-    That call reads DIMENSION_LIST again for every axis and counts the references of the
-    axis's entry; the value already read gives the same counts when it has the form
-    the dimension-scale API writes (one entry per axis). Anything else goes through
-    h5py's ``dims``, as libhdf5 would read it.
-    """
-    rank = len(dataset.shape or ())
-    if (
-        isinstance(dimension_list, np.ndarray)
-        and dimension_list.dtype.kind == "O"
-        and dimension_list.shape == (rank,)
-        and all(isinstance(refs, np.ndarray) and refs.ndim == 1 for refs in dimension_list)
-    ):
-        return [len(refs) for refs in dimension_list]
-    try:
-        return [len(axis) for axis in dataset.dims]
-    except Exception:  # broken DIMENSION_LIST references
-        return [0] * rank
-
-
-def _unlabelled(dataset: h5py.Dataset) -> str:
-    """Without a DIMENSION_LIST no axis has a scale attached."""
-    return "nodim" if not dataset.shape else "unlabeled"
-
-
-def _labelling(dataset: h5py.Dataset, dimension_list: Any) -> str:
-    """'nodim', 'unlabeled', 'labeled' or 'mixed' (h5netcdf refuses the last)."""
-    counts = _scale_counts(dataset, dimension_list)
-    if not counts:
-        return "nodim"
-    if all(c == 0 for c in counts):
-        return "unlabeled"
-    if any(c == 0 for c in counts):
-        return "mixed"
-    return "labeled"
-
-
-def _unlimited_size(dataset: h5py.Dataset, file: h5py.File, references: Any) -> int:
-    """h5netcdf: an unlimited dimension is as long as its longest attached variable."""
+def _unlimited_size(member: DatasetNode) -> int:
+    """h5netcdf: an unlimited dimension is as long as its longest attached variable.
+    References that cannot be followed are reported (the length then comes from the
+    others)."""
+    dataset = member.dataset
     size = int(dataset.shape[0])
+    references = member.reference_list()
     if references is None:
+        if "REFERENCE_LIST" in member._attribute_names:
+            _report(member, "REFERENCE_LIST", "unreadable")
         return size
-    try:
-        for reference, axis in references:
+    file = member.open_file()
+    for number, entry in enumerate(references):
+        try:
+            reference, axis = entry
             # the low-level identifier is enough for a shape, and far cheaper
             target = h5py.h5r.dereference(reference, file.id)
             size = max(size, int(target.shape[axis]))
-    except Exception:  # dangling reference: keep what we have
-        pass
+        except Exception as exc:  # dangling reference
+            _report(member, "REFERENCE_LIST", f"entry {number} does not resolve ({exc})")
     return size
+
+
+def _report_axes(member: DatasetNode, problem: str) -> None:
+    """A DIMENSION_LIST that cannot be followed: reported; the axes it does not name
+    get dimensions by h5netcdf's rules for unlabelled axes."""
+    warnings.warn(
+        AttributeWarning(
+            f"attribute 'DIMENSION_LIST' of dataset {member.path!r}: {problem}; axes "
+            "without a scale get phony dimensions"
+        ),
+        stacklevel=4,
+    )
+
+
+def _report(member: DatasetNode, attribute: str, problem: str) -> None:
+    warnings.warn(
+        AttributeWarning(
+            f"attribute {attribute!r} of dataset {member.path!r}: {problem}; the length of "
+            f"dimension {member.key!r} is that of the variables whose references resolve"
+        ),
+        stacklevel=3,
+    )
 
 
 class DimensionNamer:
     """Assign netCDF dimensions to every group of a walked hierarchy (h5netcdf rules)."""
 
-    def __init__(self, root: GroupNode) -> None:
+    def __init__(self, root: GroupNode, path_of: PathOf | None = None) -> None:
         self.root = root
+        #: The path of an object opened through a reference (default: libhdf5's name).
+        self.path_of: PathOf = path_of if path_of is not None else libhdf5_path
         self._real_count = 0
         self._phony_count = 0
         self._visible_cache: dict[int, dict[str, Dimension]] = {}
         self._scale_names: dict[tuple[int, int], str] = {}
         self._ids_cache: dict[int, dict[Any, str]] = {}
+        self._shared_cache: dict[int, set[Any]] = {}
         for node in root.walk():
             self._define_group_dimensions(node)
 
@@ -273,20 +125,19 @@ class DimensionNamer:
             if shape is None:
                 continue
             facts = member.facts
+            if member.problem is not None:
+                continue  # skipped by the parser: defines nothing
             if facts.is_scale:
                 dimensionid = self._real_count
                 self._real_count += 1
                 if not shape:
                     continue  # a 0-d scale cannot size a dimension
                 unlimited = dataset.maxshape is not None and dataset.maxshape[:1] == (None,)
-                size = (
-                    _unlimited_size(dataset, member.open_file(), member.reference_list())
-                    if unlimited
-                    else int(shape[0])
-                )
+                size = _unlimited_size(member) if unlimited else int(shape[0])
                 dimid = facts.dimid if facts.dimid is not None else dimensionid
+                scale = (file_number(member.open_file().id), member.address)
                 node.dimensions[member.key] = Dimension(
-                    member.key, size, dimid, phony=False, unlimited=unlimited
+                    member.key, size, dimid, phony=False, unlimited=unlimited, scale=scale
                 )
             elif facts.labelling == "unlabeled":
                 phony_needed |= Counter(int(s) for s in shape)
@@ -303,11 +154,14 @@ class DimensionNamer:
         Resolving an object's name is slow in HDF5 and a file has few scales referenced
         many times, so names are cached by object address (cheap to get).
         """
-        address = object_address(h5py.h5r.dereference(reference, file.id))
-        key = (id(file), int(address))
+        target = h5py.h5r.dereference(reference, file.id)
+        key = (id(file), int(object_address(target)))
         name = self._scale_names.get(key)
         if name is None:
-            name = str(file[reference].name).split("/")[-1]
+            path = self.path_of(target)
+            if path is None:
+                raise DimensionMetadataError("a DIMENSION_LIST reference names no known object")
+            name = str(path).split("/")[-1]
             self._scale_names[key] = name
         return name
 
@@ -322,6 +176,21 @@ class DimensionNamer:
         if key not in self._ids_cache:
             self._ids_cache[key] = node.dimension_ids()
         return self._ids_cache[key]
+
+    def _defines(self, node: GroupNode, member: DatasetNode, name: str) -> bool:
+        """Whether dimension ``name`` is the one ``member`` defines (under any of the
+        scale's link names), or cannot be told apart."""
+        own = node.dimensions.get(member.key)
+        other = self._visible(node).get(name)
+        if own is None or other is None or own.scale is None or own.scale[1] is None:
+            return True
+        return bool(other.scale == own.scale)
+
+    def _shared_ids(self, node: GroupNode) -> set[Any]:
+        key = id(node)
+        if key not in self._shared_cache:
+            self._shared_cache[key] = node.shared_dimension_ids()
+        return self._shared_cache[key]
 
     def variable_dims(self, node: GroupNode, member: DatasetNode) -> VariableDims:
         """Name, dimensions and shape of one dataset of ``node``."""
@@ -345,16 +214,30 @@ class DimensionNamer:
         if coordinates is not None and facts.is_scale:
             order = self._ids(node)
             try:
-                dims = tuple(order[int(c)] for c in np.atleast_1d(coordinates))
+                ids = [int(c) for c in np.atleast_1d(coordinates)]
+                dims = tuple(order[i] for i in ids)
             except (KeyError, TypeError, ValueError):
-                dims = ()
+                ids, dims = [], ()
+            shared = self._shared_ids(node).intersection(ids)
+            if shared:
+                member.problem = (
+                    f"its _Netcdf4Coordinates name dimension id {min(shared)}, which several "
+                    "dimensions claim (a corrupt _Netcdf4Dimid)"
+                )
+            elif dims and not self._defines(node, member, dims[0]):
+                # A coordinate variable's first dimension is the one it defines.
+                member.problem = (
+                    f"its _Netcdf4Coordinates name dimension {dims[0]!r} first, not the "
+                    f"dimension {member.key!r} it defines"
+                )
             if len(dims) == len(shape):
                 return dims
         if facts.labelling == "labeled" and facts.dimension_list is not None:
             try:
                 file = member.open_file()
                 dims = tuple(self._scale_name(file, refs[-1]) for refs in facts.dimension_list)
-            except Exception:  # dangling scale reference
+            except Exception as exc:  # dangling scale reference
+                _report_axes(member, f"does not resolve ({exc})")
                 dims = ()
             if len(dims) == len(shape):
                 return dims
@@ -368,20 +251,23 @@ class DimensionNamer:
         names: list[str] = []
         used: defaultdict[int, int] = defaultdict(int)
         axes: list[Any] = []
-        if member.facts.dimension_list is not None:
+        # (A dataset already refused may have a DIMENSION_LIST the dimension-scale
+        # library would overrun.)
+        if member.facts.dimension_list is not None and member.problem is None:
             try:
                 axes = list(member.dataset.dims)
-            except Exception:
-                axes = []
+            except Exception as exc:
+                _report_axes(member, f"cannot be read ({exc})")
         for axis, size in enumerate(shape):
-            scales = None
+            scale_name = None
             if axis < len(axes):
                 try:
                     scales = axes[axis][0] if len(axes[axis]) else None
-                except Exception:  # dangling scale reference
-                    scales = None
-            if scales is not None and scales.name:
-                names.append(scales.name.split("/")[-1])
+                    scale_name = None if scales is None else self.path_of(scales.id)
+                except Exception as exc:  # dangling scale reference
+                    _report_axes(member, f"does not resolve for axis {axis} ({exc})")
+            if scale_name:
+                names.append(str(scale_name).split("/")[-1])
                 continue
             candidates = [n for n, d in node.dimensions.items() if d.size == size]
             if used[size] < len(candidates):
@@ -396,6 +282,7 @@ class DimensionNamer:
     def _extra_phony(self, node: GroupNode, size: int) -> str:
         self._visible_cache.clear()
         self._ids_cache.clear()
+        self._shared_cache.clear()
         name = f"phony_dim_{self._phony_count + self._real_count}"
         while any(name in n.dimensions for n in self.root.walk()):
             self._phony_count += 1
@@ -410,7 +297,9 @@ __all__ = [
     "NOT_A_VARIABLE",
     "DatasetNode",
     "Dimension",
+    "DimensionMetadataError",
     "DimensionNamer",
     "GroupNode",
     "VariableDims",
+    "libhdf5_path",
 ]

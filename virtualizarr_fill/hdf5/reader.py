@@ -2,8 +2,8 @@
 
 A :class:`~virtualizarr_fill.io.StoreFile` (object-store reads, counted) that also
 checks every global heap collection libhdf5 loads before libhdf5 parses it (see
-:mod:`virtualizarr_fill.hdf5.global_heap`): a collection libhdf5 would loop on makes
-the read fail with :class:`~virtualizarr_fill.hdf5.global_heap.CorruptGlobalHeapError`,
+:mod:`virtualizarr_fill.hdf5.format.global_heap`): a collection libhdf5 would loop on makes
+the read fail with :class:`~virtualizarr_fill.hdf5.format.global_heap.CorruptGlobalHeapError`,
 which h5py raises from the attribute or dataset read that needed it.
 
 libhdf5 reads a collection at its address, first 4 KiB and then the rest when the
@@ -22,7 +22,7 @@ from collections.abc import Buffer
 import h5py
 from h5py import h5f, h5fd, h5p
 
-from virtualizarr_fill.hdf5.global_heap import (
+from virtualizarr_fill.hdf5.format.global_heap import (
     COLLECTION_SIGNATURE,
     COLLECTION_VERSION,
     CorruptGlobalHeapError,

@@ -30,13 +30,11 @@ import h5py
 import numpy as np
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 
-from virtualizarr_fill.hdf5.arrays import (
-    ArrayContext,
-    DatasetRefused,
-    Target,
-    build_array,
-)
+from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
 from virtualizarr_fill.hdf5.urls import join_url
+
+#: Makes one source dataset an array: ``(dataset, target, context) -> array``.
+SourceBuilder = Callable[[h5py.Dataset, Target, ArrayContext], ManifestArray]
 
 
 @dataclass(frozen=True)
@@ -94,11 +92,16 @@ def build_virtual_array(
     target: Target,
     context: ArrayContext,
     finish: Callable[[tuple[int, ...], list[dict[str, Any]], ChunkManifest], ManifestArray],
+    *,
+    build_source: SourceBuilder,
 ) -> ManifestArray:
     """The virtual dataset as one array of references into its sources.
 
     ``finish(chunks, codecs, manifest)`` builds the array (metadata from the virtual
-    dataset's own type, attributes, fill value and dimension names).
+    dataset's own type, attributes, fill value and dimension names);
+    ``build_source(dataset, target, context)`` makes each source dataset an array
+    (:func:`~virtualizarr_fill.hdf5.arrays.build_array`, which calls this module: passed
+    in, so that neither module imports the other both ways).
     """
     shape = tuple(int(s) for s in dataset.shape)
     if tuple(target.shape) != shape:
@@ -109,7 +112,7 @@ def build_virtual_array(
         raise DatasetRefused("layout", refusal.reason) from None
     if not mappings:
         raise DatasetRefused("layout", "virtual dataset (VDS) without mappings")
-    sources = [_source_array(mapping, dataset, context) for mapping in mappings]
+    sources = [_source_array(mapping, dataset, context, build_source) for mapping in mappings]
     first = sources[0]
     chunks = tuple(int(c) for c in first.metadata.chunks)
     codecs = [codec.to_dict() for codec in first.metadata.codecs]
@@ -151,12 +154,20 @@ def _same_fill(a: Any, b: Any) -> bool:
     return bool(np.array_equal(left, right))
 
 
-def _source_array(mapping: Mapping, dataset: h5py.Dataset, context: ArrayContext) -> ManifestArray:
+def _source_array(
+    mapping: Mapping, dataset: h5py.Dataset, context: ArrayContext, build_source: SourceBuilder
+) -> ManifestArray:
     url = context.url if mapping.filename == "." else join_url(context.url, mapping.filename)
     where = f"virtual dataset (VDS) source {mapping.filename}:{mapping.dataset}"
+    policy = context.refusal(context.url, url, where)
+    if policy is not None:
+        raise DatasetRefused("external", policy)
     try:
         file, size = context.open_file(url)
-        source = file[mapping.dataset]
+        if context.open_path is None:
+            source = file[mapping.dataset]
+        else:
+            source = context.open_path(url, mapping.dataset)
     except Exception as exc:  # missing file or dataset
         raise DatasetRefused("layout", f"{where} cannot be opened ({exc})") from None
     if not isinstance(source, h5py.Dataset):
@@ -169,7 +180,7 @@ def _source_array(mapping: Mapping, dataset: h5py.Dataset, context: ArrayContext
     source_context = dataclasses.replace(context, url=url, file_size=size)
     dims = tuple(f"dim_{i}" for i in range(len(mapping.shape)))
     try:
-        return build_array(source, Target(mapping.shape, dims), source_context)
+        return build_source(source, Target(mapping.shape, dims), source_context)
     except DatasetRefused as refusal:
         raise DatasetRefused("layout", f"{where}: {refusal.reason}") from None
 

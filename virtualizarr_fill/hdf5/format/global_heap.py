@@ -12,7 +12,8 @@ address, object index). libhdf5 trusts both sides:
 
 Hence two checks, neither of which h5py or libhdf5 offers: :func:`vlen_payload_bytes`
 bounds what the descriptors claim before the values are read (the descriptors
-themselves come from :func:`virtualizarr_fill.hdf5._libhdf5.read_vlen_descriptors`),
+themselves are read from the file's bytes by
+:mod:`virtualizarr_fill.hdf5.format.vlen_descriptors`),
 and :func:`collection_problem` walks a collection the way libhdf5 does, run by
 :class:`~virtualizarr_fill.hdf5.reader.HDF5File` on every collection libhdf5 reads.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from virtualizarr_fill.hdf5._libhdf5 import VlenDescriptors
+from virtualizarr_fill.hdf5.format.vlen_descriptors import VlenDescriptors
 
 COLLECTION_SIGNATURE = b"GCOL"
 #: Collection format version 1, the only one (libhdf5 rejects others before walking).

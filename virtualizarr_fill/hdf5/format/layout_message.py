@@ -1,6 +1,6 @@
 """A chunked dataset's data layout message, read from its object header's bytes.
 
-The chunk index readers (:mod:`~virtualizarr_fill.hdf5.chunk_index`) need what h5py
+The chunk index readers (:mod:`~virtualizarr_fill.hdf5.format.chunk_index`) need what h5py
 does not expose: the index's type, its address and its parameters (page bits of a
 fixed array, the stored size and filter mask of a filtered single chunk). This module
 finds the layout message among the object header's messages (following continuation
@@ -15,7 +15,7 @@ caller falls back to libhdf5.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 #: (absolute file position, length) -> the bytes, or None if they are not at hand
@@ -156,13 +156,18 @@ def _v4_layout(version: int, data: bytes, sizes: tuple[int, int]) -> ChunkedLayo
 
 
 def chunked_layout(
-    read: Reader, base: int, header: int, sizes: tuple[int, int]
+    read: Reader,
+    base: int,
+    header: int,
+    sizes: tuple[int, int],
+    stored: Iterable[tuple[int, bytes]] | None = None,
 ) -> ChunkedLayout | None:
     """The layout of the dataset whose object header is at (relative) ``header``, or
-    None when it is not chunked. Raises :class:`Unavailable` for bytes not at hand or
-    a message this module does not know."""
+    None when it is not chunked (``stored``: the header's messages, when already read).
+    Raises :class:`Unavailable` for bytes not at hand or a message this module does not
+    know."""
     address_size = sizes[0]
-    for kind, data in messages(read, base, header, sizes):
+    for kind, data in stored if stored is not None else messages(read, base, header, sizes):
         if kind != _LAYOUT or len(data) < 3:
             continue
         version = data[0]

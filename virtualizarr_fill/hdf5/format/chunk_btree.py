@@ -4,7 +4,7 @@ A version 1 B-tree indexes the chunks of every chunked dataset written with the
 default, earliest file format (most netCDF-4 files). Its leaves hold one key per chunk
 (stored size, filter mask, the chunk's element offsets plus one more, which must be 0)
 and the chunk's address, so :func:`btree_leaves` reads the chunk table straight from
-them (see :mod:`~virtualizarr_fill.hdf5.chunk_index`), one vectorised decode per level
+them (see :mod:`~virtualizarr_fill.hdf5.format.chunk_index`), one vectorised decode per level
 instead of h5py's per-chunk ``chunk_iter`` callbacks.
 
 The same walk checks what libhdf5's reads depend on: libhdf5 *reads* a chunk by
@@ -23,12 +23,13 @@ the HDF5 file format specification ("Version 1 B-trees").
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 
 import numpy as np
 
-from virtualizarr_fill.hdf5.layout_message import (
+from virtualizarr_fill.hdf5.format.layout_message import (
     BTREE_V1,
     Reader,
     Unavailable,
@@ -221,7 +222,7 @@ def _decode_level(
         if used == 0:
             return f"{where} holds no entries"
         if max_entries is not None and used > max_entries:
-            raise Unavailable
+            return f"{where} holds {used} entries, more than the file's {max_entries}"
         level = node[5]
         counts.append(used)
         split = head_size + used * entry.itemsize
@@ -271,20 +272,27 @@ def _check_tree(
     bounded by the keys its parent holds for it (a node's last key is its right
     neighbour's first), leaf keys' extra offset 0.
 
-    Raises :class:`Unavailable` when bytes are not at hand, or a node holds more than
-    ``max_entries`` entries (more than libhdf5 would accept without knowing the file's
-    B-tree rank)."""
+    Raises :class:`Unavailable` when bytes are not at hand. Levels must go down by one
+    from the root to the leaves, so no node can lead back to itself; ``budget`` bounds
+    the nodes visited, ``max_entries`` the entries of a node (the file's B-tree rank).
+    """
     key_dtype, entry = _node_dtypes(dimensionality, address_size)
     head_size = 8 + 2 * address_size
     nodes = [root]
     # The keys the parent level holds for each node: first and last (None at the root).
     bounds: tuple[np.ndarray, np.ndarray] | None = None
     level = -1
-    visited = 0
+    seen: set[int] = set()
     while True:
-        visited += len(nodes)
-        if visited > budget:
-            return "the chunk index has more nodes than chunks (a cycle)"
+        level_nodes = set(nodes)
+        repeated = seen & level_nodes
+        if len(level_nodes) != len(nodes):
+            repeated |= {a for a, n in collections.Counter(nodes).items() if n > 1}
+        if repeated:
+            return f"node at byte {base + min(repeated)} is reached twice (a cycle)"
+        seen.update(nodes)
+        if len(seen) > budget:
+            return "the chunk index has more nodes than the dataset has chunks"
         dtypes = (key_dtype, entry)
         decoded: Level | str | None = _decode_level_at_once(
             read, base, nodes, head_size, dtypes, level
@@ -295,7 +303,7 @@ def _check_tree(
             return decoded
         counts, entries, last_keys, level = decoded
         if max_entries is not None and int(counts.max()) > max_entries:
-            raise Unavailable
+            return f"level {level}: a node holds more than the file's {max_entries} entries"
         keys = entries["key"]["offsets"]
         lasts = last_keys["offsets"]
         firsts = np.cumsum(counts) - counts
@@ -388,10 +396,10 @@ def btree_leaves(
     ``mask`` and ``offsets`` -- the chunk's element offsets then the extra 0 --, and
     ``child``, the chunk's relative address), or the first problem found.
 
-    Raises :class:`~virtualizarr_fill.hdf5.layout_message.Unavailable` when bytes are
-    not at hand, the walk visits more than ``budget`` nodes, or a node holds more
-    entries than the B-tree rank ``k`` allows (see :func:`chunk_btree_k`): libhdf5
-    then decides.
+    A walk visiting more than ``budget`` nodes, or a node holding more entries than the
+    B-tree rank ``k`` allows (see :func:`chunk_btree_k`), is a problem too. Raises
+    :class:`~virtualizarr_fill.hdf5.format.layout_message.Unavailable` when bytes are not at
+    hand (past the end of the file, for a reader of the whole file).
     """
     if address_size not in (2, 4, 8):
         raise Unavailable
@@ -405,8 +413,6 @@ def btree_leaves(
         max_entries=2 * k,
     )
     if isinstance(walked, str):
-        if walked.endswith("(a cycle)"):
-            raise Unavailable  # more nodes than expected: let libhdf5 iterate
         return f"chunk index (B-tree at byte {base + root}): {walked}"
     return walked
 

@@ -6,36 +6,43 @@ structures themselves are compact arrays of fixed-size records, so this module r
 them with NumPy, one vectorised decode per node, page or block:
 
 * version 1 B-tree (layout versions 1-3: the default, earliest file format, most
-  netCDF-4 files): :mod:`~virtualizarr_fill.hdf5.chunk_btree`, which also checks the
+  netCDF-4 files): :mod:`~virtualizarr_fill.hdf5.format.chunk_btree`, which also checks the
   keys libhdf5's lookups depend on, in the same walk;
+* version 2 B-tree (layout version 4 with unlimited dimensions):
+  :mod:`~virtualizarr_fill.hdf5.format.btree_v2`, whose walk checks the tree's structure, and
+  keys in increasing order (libhdf5 finds a chunk by searching them);
 * fixed array, paged or not, filtered or not:
-  :mod:`~virtualizarr_fill.hdf5.chunk_fixed_array`;
+  :mod:`~virtualizarr_fill.hdf5.format.chunk_fixed_array`;
 * single chunk and implicit indexes: the layout message alone.
 
 Hand-written (no library exposes these structures), per the HDF5 file format
-specification. Anything this module does not read with confidence -- other index
-types (extensible array, version 2 B-tree), unexpected versions or sizes, bytes beyond
-the file -- returns None: the caller then lists the chunks through libhdf5. Corruption
-found on the way (a failed checksum, B-tree keys libhdf5's search would miss) raises
-:class:`CorruptChunkIndex`.
+specification. The B-trees are read whole and checked before libhdf5 may follow them:
+a B-tree that contradicts itself or the file (a node reached twice, levels that do not
+go down, counts beyond a node's capacity, bytes past the end) raises
+:class:`CorruptChunkIndex`, as do other corruptions found on the way (a failed
+checksum, keys libhdf5's search would miss). What this module does not read -- the
+extensible array index, unexpected versions of the other structures -- returns None:
+the caller then lists the chunks through libhdf5.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from virtualizarr_fill.hdf5.chunk_btree import btree_leaves, chunk_btree_k
-from virtualizarr_fill.hdf5.chunk_fixed_array import (
+from virtualizarr_fill.hdf5.format import btree_v2
+from virtualizarr_fill.hdf5.format.chunk_btree import btree_leaves, chunk_btree_k
+from virtualizarr_fill.hdf5.format.chunk_fixed_array import (
     CorruptIndex,
     chunk_size_width,
     read_fixed_array,
 )
-from virtualizarr_fill.hdf5.layout_message import (
+from virtualizarr_fill.hdf5.format.layout_message import (
     BTREE_V1,
+    BTREE_V2,
     FIXED_ARRAY,
     IMPLICIT,
     SINGLE_CHUNK,
@@ -44,6 +51,7 @@ from virtualizarr_fill.hdf5.layout_message import (
     Unavailable,
     chunked_layout,
 )
+from virtualizarr_fill.hdf5.format.structures import CorruptStructure, FileFacts
 
 #: Names of the index types read here, for :attr:`ChunkTable.source`.
 SOURCES = {
@@ -51,6 +59,7 @@ SOURCES = {
     SINGLE_CHUNK: "single-chunk",
     IMPLICIT: "implicit",
     FIXED_ARRAY: "fixed-array",
+    BTREE_V2: "btree-v2",
 }
 
 
@@ -165,7 +174,7 @@ def _btree_v1(
         k=chunk_btree_k(read, base, sizes),
     )
     if isinstance(leaves, str):
-        raise CorruptChunkIndex(f"{leaves}: libhdf5 would read fill values where chunks are")
+        raise CorruptChunkIndex(leaves)
     keys = leaves["key"]
     return _table(
         source,
@@ -175,6 +184,64 @@ def _btree_v1(
         keys["size"],
         keys["mask"],
     )
+
+
+def _btree_v2(
+    read: Reader,
+    facts: FileFacts,
+    layout: ChunkedLayout,
+    geometry: DatasetGeometry,
+) -> ChunkTable:
+    source = SOURCES[BTREE_V2]
+    if layout.address is None:
+        return _empty(source, geometry)
+    rank = len(geometry.chunks)
+    o = facts.address_size
+    width = chunk_size_width(_chunk_bytes(layout), layout.version, facts.length_size)
+    kind = btree_v2.FILTERED_CHUNK if geometry.filtered else btree_v2.CHUNK
+    extra = width + 4 if geometry.filtered else 0
+    try:
+        tree = btree_v2.read_btree_v2(
+            read,
+            facts,
+            layout.address,
+            types={kind: o + extra + 8 * rank},
+            what="chunk index",
+            verify=True,
+        )
+    except CorruptStructure as exc:
+        raise CorruptChunkIndex(str(exc)) from None
+    records = tree.records
+    count = len(records)
+    addresses = _unsigned(records[:, :o])
+    if geometry.filtered:
+        sizes = _unsigned(records[:, o : o + width])
+        masks = records[:, o + width : o + width + 4].copy().view("<u4").ravel().astype(np.uint64)
+    else:
+        sizes = np.full(count, _chunk_bytes(layout), dtype=np.uint64)
+        masks = np.zeros(count, dtype=np.uint64)
+    scaled = records[:, o + extra :].copy().view("<u8").reshape(count, rank)
+    if count > 1 and rank:
+        keys = scaled.astype(">u8").view(f"S{8 * rank}").ravel()
+        backwards = np.flatnonzero(keys[1:] <= keys[:-1])
+        if backwards.size:
+            row = int(backwards[0])
+            raise CorruptChunkIndex(
+                f"chunk index (version 2 B-tree at address {layout.address}) lists chunk "
+                f"{scaled[row + 1].tolist()} after {scaled[row].tolist()}: libhdf5's search "
+                "would not find every chunk"
+            )
+    if count and int(scaled.max(initial=0)) >= 1 << 62:
+        raise CorruptChunkIndex("chunk index: a chunk offset beyond any dataset")
+    coords = scaled.astype(np.int64) * np.asarray(geometry.chunks, dtype=np.int64)
+    return _table(source, geometry, coords, _absolute(addresses, facts.base), sizes, masks)
+
+
+def _unsigned(raw: np.ndarray) -> np.ndarray:
+    """Rows of little-endian unsigned bytes (1-8 per row) as uint64."""
+    padded = np.zeros((len(raw), 8), dtype=np.uint8)
+    padded[:, : raw.shape[1]] = raw
+    return padded.view("<u8").ravel()
 
 
 def _chunk_bytes(layout: ChunkedLayout) -> int:
@@ -279,23 +346,34 @@ def read_chunk_table(
     header: int,
     sizes: tuple[int, int],
     geometry: DatasetGeometry,
+    file_size: int | None = None,
+    stored: Iterable[tuple[int, bytes]] | None = None,
 ) -> ChunkTable | None:
     """The chunk table of the chunked dataset whose object header is at (relative)
     ``header``, read from its index, or None when this module does not read that index
     (the caller then asks libhdf5).
 
     ``read(position, length)`` returns the file's bytes (None past its end), ``base`` is
-    the superblock's position, ``sizes`` the file's (size of offsets, size of lengths).
-    Raises :class:`CorruptChunkIndex` when the index is corrupt.
+    the superblock's position, ``sizes`` the file's (size of offsets, size of lengths),
+    ``file_size`` its length (default: wherever ``read`` stops), ``stored`` the object
+    header's messages when already read. Raises :class:`CorruptChunkIndex` when the
+    index is corrupt.
     """
     try:
-        layout = chunked_layout(read, base, header, sizes)
+        layout = chunked_layout(read, base, header, sizes, stored)
         if layout is None or layout.dims[:-1] != geometry.chunks or layout.dims[-1] < 1:
             return None
-        if layout.index_type == BTREE_V1:
-            if layout.version != 3:
-                return None
-            return _btree_v1(read, base, layout, geometry, sizes)
+        if layout.index_type == BTREE_V1 and sizes[0] in (2, 4, 8):
+            try:
+                return _btree_v1(read, base, layout, geometry, sizes)
+            except Unavailable:
+                raise CorruptChunkIndex(
+                    "chunk index (version 1 B-tree): a node lies past the end of the file"
+                ) from None
+        if layout.index_type == BTREE_V2:
+            size = file_size if file_size is not None else 1 << 64
+            facts = FileFacts(base, sizes[0], sizes[1], size)
+            return _btree_v2(read, facts, layout, geometry)
         if layout.index_type == SINGLE_CHUNK:
             return _single_chunk(base, layout, geometry, sizes[1])
         if layout.index_type == IMPLICIT:

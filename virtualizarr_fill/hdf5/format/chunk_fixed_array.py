@@ -12,7 +12,7 @@ Layout, per the HDF5 file format specification ("Fixed Array Header" FAHD, "Fixe
 Data Block" FADB, data block pages) and libhdf5's H5FAcache.c and H5Dfarray.c;
 hand-written, as no library exposes the structure. Every checksum is verified; any
 field this module does not expect raises
-:class:`~virtualizarr_fill.hdf5.layout_message.Unavailable`, so that libhdf5 reads
+:class:`~virtualizarr_fill.hdf5.format.layout_message.Unavailable`, so that libhdf5 reads
 the index instead (and refuses it if it is corrupt).
 """
 
@@ -23,7 +23,12 @@ import math
 import numpy as np
 
 from virtualizarr_fill.hdf5 import checksum
-from virtualizarr_fill.hdf5.layout_message import Reader, Unavailable, read_exactly, undefined
+from virtualizarr_fill.hdf5.format.layout_message import (
+    Reader,
+    Unavailable,
+    read_exactly,
+    undefined,
+)
 
 _VERSION = 0
 _CLIENT_UNFILTERED = 0
