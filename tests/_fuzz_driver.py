@@ -1,7 +1,7 @@
 """What the TIFF and HDF5 fuzz tests share: hypothesis settings, the chooser that lets
 hypothesis draw (and shrink) mutation choices, and the verdict on one mutated file.
 
-Verdicts matching a bug listed in ``tests/test_fuzz_known_bugs.py`` are counted, not
+Verdicts matching a bug listed in ``tests/_known_bugs.py`` are counted, not
 failed; any other unacceptable verdict fails the test with the mutation as JSON, so the
 case can be replayed.
 """
@@ -20,7 +20,7 @@ from hypothesis.control import currently_in_test_context
 
 from tests._fuzz_mutations import Mutation
 from tests._fuzz_worker import FuzzWorker, acceptable, reclassify_corrupt_data
-from tests.test_fuzz_known_bugs import known_bug
+from tests._known_bugs import known_bug
 
 #: Per-case bound in the worker process; a case past it is a hang.
 CASE_TIMEOUT = 10.0

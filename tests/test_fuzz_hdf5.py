@@ -11,7 +11,7 @@ layout addresses and chunk dimensions, datatypes, filters, continuation blocks),
 signature-bearing blocks (B-tree nodes, heaps, chunk indexes), raw data, and truncation
 at every structural boundary; in superblock v2/v3 files the lookup3 checksum of an edited
 block is restored so the edit reaches the parser. Verdicts matching a bug listed in
-``tests/test_fuzz_known_bugs.py`` are counted, not failed, here.
+``tests/_known_bugs.py`` are counted, not failed, here.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from tests._fuzz_mutations import (
     hdf5_structure,
 )
 from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
-from tests.test_fuzz_known_bugs import known_bug
+from tests._known_bugs import known_bug
 
 pytestmark = pytest.mark.corpus
 

@@ -6,7 +6,7 @@ naming the file -- never another exception, a crash, a hang or a memory blow-up.
 run in a worker process (``tests/_fuzz_worker.py``) so that a crash or a hang in a C
 decoder costs one case; hypothesis is derandomised, so CI runs the same cases every time.
 
-Verdicts matching a bug listed in ``tests/test_fuzz_known_bugs.py`` (each with its own
+Verdicts matching a bug listed in ``tests/_known_bugs.py`` (each with its own
 failing test there) are counted, not failed, here; any other failure is a new bug.
 """
 
@@ -29,7 +29,7 @@ from tests._fuzz_driver import (
 )
 from tests._fuzz_mutations import Mutation, TiffStructure, apply_ops, tiff_mutation, tiff_structure
 from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
-from tests.test_fuzz_known_bugs import known_bug
+from tests._known_bugs import known_bug
 
 pytestmark = pytest.mark.corpus
 

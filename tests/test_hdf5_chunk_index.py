@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterator
@@ -28,7 +27,8 @@ import numpy as np
 import pytest
 from obstore.store import LocalStore
 
-from tests.test_hdf5_readback import check_raw, find_array, parse, read_array, registry
+from fixtures import make_hdf5_fixtures
+from tests._hdf5_checks import check_raw, find_array, parse, read_array, registry
 from virtualizarr_fill.hdf5 import _libhdf5, checksum
 from virtualizarr_fill.hdf5._libhdf5 import object_address
 from virtualizarr_fill.hdf5.format.chunk_index import (
@@ -51,8 +51,6 @@ from virtualizarr_fill.hdf5.reader import HDF5File
 
 REPO = Path(__file__).resolve().parents[1]
 
-sys.path.insert(0, str(REPO / "fixtures"))
-import make_hdf5_fixtures  # noqa: E402
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: Index types read from their bytes (the others go through libhdf5's chunk_iter).

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_hdf5_readback import Report, check_netcdf, check_raw, parse, registry, url_of
+from tests._hdf5_checks import Report, check_netcdf, check_raw, parse, registry, url_of
 from virtualizarr_fill.errors import NotHDF5Error
 from virtualizarr_fill.hdf5 import HDF5Parser
 

@@ -21,7 +21,7 @@ import pytest
 import virtualizarr
 import xarray as xr
 
-from tests.test_hdf5_readback import (
+from tests._hdf5_checks import (
     Report,
     check_netcdf,
     check_raw,
