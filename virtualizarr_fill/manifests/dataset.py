@@ -15,7 +15,7 @@ decoded straight from inlined chunks or read lazily through zarr for chunks in t
 file; xarray's CF decoding (``xr.decode_cf``, with the arguments ``xr.open_zarr``
 passes) decodes them; and VirtualiZarr's ``replace_virtual_with_loadable_vars`` keeps
 the ones to load and merges them with the virtual ones.
-``tests/test_virtual_dataset.py`` compares the result with VirtualiZarr's on every
+``tests/manifests/test_virtual_dataset.py`` compares the result with VirtualiZarr's on every
 corpus file.
 """
 

@@ -15,7 +15,7 @@ chunks of typical TIFF and HDF5 files. For a read from a ManifestStore, this mod
 3. decodes each chunk with the array's own codecs and copies it into the output
    (:mod:`~virtualizarr_fill.reads.decoders`).
 
-The values are those zarr's own pipelines read, bit for bit (tests/test_read_pipeline.py
+The values are those zarr's own pipelines read, bit for bit (tests/reads/test_read_pipeline.py
 compares them with tifffile and h5py). Any other read goes to zarr's pipeline.
 """
 

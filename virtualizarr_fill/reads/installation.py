@@ -17,7 +17,7 @@ They act only on ManifestStores read with
 :class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`; every other read or
 open goes to zarr's own functions (:mod:`.zarr_originals`), which :func:`uninstall`
 puts back. The values are those of zarr's own read, bit for bit
-(tests/test_zarr_read_path.py). Installed only for the zarr releases the replacements
+(tests/reads/test_zarr_read_path.py). Installed only for the zarr releases the replacements
 were written against (:func:`supported`).
 
 Retire when zarr's read path hands codec pipelines chunk grid indices instead of

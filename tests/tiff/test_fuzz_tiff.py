@@ -69,6 +69,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz_tiff")
 
 
+@pytest.mark.slow  # over 10 s on two cores: CI runs it, the default local run does not
 @FUZZ_SETTINGS
 @given(data=st.data())
 def test_mutated_tiff_reads_exactly_or_is_refused(

@@ -20,7 +20,7 @@ from virtualizarr_fill.hdf5 import HDF5Parser
 
 pytestmark = pytest.mark.corpus
 
-_CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+_CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 

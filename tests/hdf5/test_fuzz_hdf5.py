@@ -91,6 +91,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz_hdf5")
 
 
+@pytest.mark.slow  # over 10 s on two cores: CI runs it, the default local run does not
 @FUZZ_SETTINGS
 @given(data=st.data())
 def test_mutated_hdf5_reads_exactly_or_is_refused(

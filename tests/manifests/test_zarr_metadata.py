@@ -1,6 +1,6 @@
 """The shared metadata cache (:mod:`virtualizarr_fill.zarr_metadata`) on HDF5 files.
 
-The TIFF side is covered by ``tests/test_tiff_parse_caches.py``. Here every HDF5 and
+The TIFF side is covered by ``tests/tiff/test_tiff_parse_caches.py``. Here every HDF5 and
 netCDF-4 file of the corpus must give the same virtual store whether each file is parsed
 with the cache emptied first (every metadata validated afresh), after all the others in
 either order (later files copy earlier ones' validated metadata), or with the cache
@@ -79,6 +79,7 @@ def _arrays(group: ManifestGroup) -> Iterator[tuple[str, ManifestArray]]:
         yield from _arrays(child)
 
 
+@pytest.mark.slow  # over 10 s on two cores: CI runs it, the default local run does not
 def test_cold_warm_and_bypassed_caches_give_identical_hdf5_stores(
     hdf5_files: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,7 +49,7 @@ from virtualizarr_fill.hdf5.format.layout_message import (
 from virtualizarr_fill.hdf5.parser import find_superblock
 from virtualizarr_fill.hdf5.reader import HDF5File
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

@@ -30,7 +30,7 @@ import yaml
 
 from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 TUTORIAL_SECTIONS = ("Getting started", "User guide")
 S3_BUCKET = "my-bucket"  # the bucket the S3 page uses; a user's exists already
@@ -125,6 +125,7 @@ def _run_bash(block: Block, cwd: Path) -> None:
         )
 
 
+@pytest.mark.slow  # over 10 s on two cores: CI runs it, the default local run does not
 @pytest.mark.parametrize("page", tutorial_pages())
 def test_tutorial_page_runs(
     page: str,

@@ -360,7 +360,6 @@ def test_build_hdf5_along_first_axis(
     assert code == EXIT_OK, out
 
 
-@pytest.mark.slow  # starts interpreters (worker processes / the script)
 def test_glob_input_and_worker_processes(
     concat_fixtures: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -585,7 +584,6 @@ def test_progress_bar() -> None:
     assert drawn.endswith("\n") and "100000/100000 files" in drawn.rsplit("\r", 1)[1]
 
 
-@pytest.mark.slow  # starts interpreters (worker processes / the script)
 def test_console_script(concat_fixtures: dict[str, Path], bad_file: Path) -> None:
     script = shutil.which("virtualizarr-fill") or str(
         Path(sys.executable).parent / "virtualizarr-fill"

@@ -22,7 +22,7 @@ import pytest
 
 from tests._environments import run_pytest, site_packages, site_without_project
 
-PEER_SUITE = Path(__file__).resolve().parents[2] / "shared" / "peer-suites" / "virtualizarr"
+PEER_SUITE = Path(__file__).resolve().parents[3] / "shared" / "peer-suites" / "virtualizarr"
 
 #: What ../shared/peer-suites/virtualizarr/README.md says to run.
 TEST_PATHS = [
@@ -61,6 +61,7 @@ def _passed(output: str) -> set[str]:
     return passed
 
 
+@pytest.mark.slow  # over 10 s on two cores: CI runs it, the default local run does not
 def test_virtualizarr_suite_passes_with_virtualizarr_fill(tmp_path: Path) -> None:
     suite = _suite_dir(tmp_path)
     without = site_without_project(tmp_path / "site")

@@ -264,7 +264,7 @@ CORPUS_TALLY = Tally()
 FIXTURE_TALLY = Tally()
 # The corpus as tests/conftest.py locates it; the ``corpus_dir`` fixture decides whether a
 # missing corpus fails (CI) or skips.
-CORPUS_LOCATION = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+CORPUS_LOCATION = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 CORPUS_FILES = sorted(
     str(p.relative_to(CORPUS_LOCATION))
     for p in CORPUS_LOCATION.rglob("*")

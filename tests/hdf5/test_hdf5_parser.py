@@ -39,7 +39,7 @@ from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, T
 from virtualizarr_fill.hdf5.arrays import build_array
 from virtualizarr_fill.reads import use_manifest_pipeline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _load_fixture_module() -> Any:

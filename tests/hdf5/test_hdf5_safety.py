@@ -36,7 +36,7 @@ from virtualizarr_fill.hdf5 import HDF5Parser, SkippedDatasetWarning, SkippedLin
 from virtualizarr_fill.hdf5.session import outside_directory
 from virtualizarr_fill.hdf5.walk import MAX_GROUP_DEPTH
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The registry the README shows: every local file.
 EVERYTHING = ObjectStoreRegistry({"file:///": LocalStore("/")})
 

@@ -28,7 +28,6 @@ from virtualizarr_fill.isolation import Outcome, isolated_map, open_virtual_data
 
 __all__ = ["concat_fixtures"]
 
-pytestmark = pytest.mark.slow  # starts interpreters
 
 
 def _by_input(outcomes: list[Outcome[Any, Any]]) -> dict[Any, Outcome[Any, Any]]:
