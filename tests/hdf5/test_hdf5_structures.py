@@ -260,3 +260,32 @@ def test_dimension_list_longer_than_the_dataset_rank(corpus_dir: Path, tmp_path:
         for m in _messages(result)
     ), result["warnings"]
     _assert_same_as_h5py(result, corpus_dir / name, ["/latitude", "/longitude"])
+
+
+def test_a_library_failure_while_closing_names_the_file(tmp_path: Path) -> None:
+    """libhdf5 failing to close a file (seen once in fuzzing as h5py's bare
+    ``RuntimeError: Can't decrement id ref count``; no mutant reproduces it on demand) is
+    a CorruptFileError naming the file, not an exception without it. The session is
+    real and opens a real file; the failure is pushed onto its close sequence, where
+    libhdf5's would surface."""
+    import h5py
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+
+    from virtualizarr_fill.errors import CorruptFileError
+    from virtualizarr_fill.hdf5.session import FileSession
+
+    path = tmp_path / "small.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(4)
+    url = f"file://{path}"
+    session = FileSession(ObjectStoreRegistry({"file://": LocalStore()}), {}, main_url=url)
+    file, _ = session.open(url)
+    assert file["x"].shape == (4,)
+
+    def failing_close() -> None:
+        raise RuntimeError("Can't decrement id ref count (unable to close file)")
+
+    session.stack.callback(failing_close)
+    with pytest.raises(CorruptFileError, match=f"{path}: the HDF5 library failed to close"):
+        session.close(url)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from virtualizarr_fill.hdf5.array_context import (
     StoredDataset,
     empty_manifest,
 )
+from virtualizarr_fill.hdf5.file_checks import file_reader
 from virtualizarr_fill.hdf5.format.chunk_btree import btree_problem
 from virtualizarr_fill.hdf5.format.chunk_index import (
     ChunkTable,
@@ -32,7 +32,6 @@ from virtualizarr_fill.hdf5.format.chunk_index import (
     DatasetGeometry,
     read_chunk_table,
 )
-from virtualizarr_fill.hdf5.reader import HDF5File
 
 _log = logging.getLogger(__name__)
 
@@ -45,18 +44,6 @@ def _max_encoded_size(nbytes: int) -> int:
     bytes); an optional filter that fails leaves the data as is.
     """
     return nbytes + nbytes // 8 + 4096
-
-
-def _fetch(reader: HDF5File) -> Callable[[int, int], bytes | None]:
-    """Read bytes of the file (fetching what is missing), None past its end."""
-    size = reader.size
-
-    def read(position: int, length: int) -> bytes | None:
-        if position < 0 or length < 0 or position + length > size:
-            return None
-        return reader.read_range(position, length)
-
-    return read
 
 
 def direct_chunk_table(ds: StoredDataset) -> ChunkTable | None:
@@ -77,7 +64,7 @@ def direct_chunk_table(ds: StoredDataset) -> ChunkTable | None:
     stored = None if checks is None else checks.object(header, f"dataset {ds.name!r}")
     try:
         return read_chunk_table(
-            _fetch(reader),
+            file_reader(reader),
             base=reader.base,
             header=header,
             sizes=(reader.address_size, reader.length_size),

@@ -95,19 +95,24 @@ class _NamedImage:
     parent: ImageDescription | None
 
 
+def _named_group(named: _NamedImage, context: ParseContext, report_name: str) -> ManifestGroup:
+    """The group of one image found by :func:`_named_images`."""
+    return image_group(
+        named.image,
+        named.table,
+        named.index,
+        context,
+        source=source_name(context.url, named.index),
+        ifd=named.ifd,
+        parent=named.parent,
+        report_name=report_name,
+    )
+
+
 def tree_group(tif: TiffFile, context: ParseContext) -> ManifestGroup:
     groups: dict[str, ManifestGroup] = {}
     for named in _named_images(tif, context):
-        groups[named.name] = image_group(
-            named.image,
-            named.table,
-            named.index,
-            context,
-            source=source_name(context.url, named.index),
-            ifd=named.ifd,
-            parent=named.parent,
-            report_name=f"{named.name}/{DATA_VARIABLE}",
-        )
+        groups[named.name] = _named_group(named, context, f"{named.name}/{DATA_VARIABLE}")
     return manifest_group(groups=groups, attributes={})
 
 
@@ -177,16 +182,7 @@ def multiscale_group(tif: TiffFile, context: ParseContext) -> ManifestGroup:
     levels = pyramid.level_names([(n.name, n.image.height, n.image.width) for n in pyramid_images])
     for named in pyramid_images:
         variable = pyramid.MASK_VARIABLE if named.name.startswith("mask") else DATA_VARIABLE
-        group = image_group(
-            named.image,
-            named.table,
-            named.index,
-            context,
-            source=source_name(context.url, named.index),
-            ifd=named.ifd,
-            parent=named.parent,
-            report_name=f"{levels.get(named.name, named.name)}/{variable}",
-        )
+        group = _named_group(named, context, f"{levels.get(named.name, named.name)}/{variable}")
         image = named.image
         images.append(pyramid.PyramidImage(named.name, image.height, image.width, group))
         if named.name == "image" and image.georeference.transform is not None:
