@@ -3,7 +3,7 @@
 * As a MkDocs hook (``hooks:`` in ``mkdocs.yml``): every public name must have an entry
   (``::: identifier``) on a page under ``docs/api/`` and a numpydoc docstring that
   documents each of its parameters. A missing one is logged as a warning, which fails
-  ``mkdocs build --strict``. ``tests/test_docs.py`` runs the same check.
+  ``mkdocs build --strict``. ``tests/project/test_docs.py`` runs the same check.
 * As a griffe extension (``extensions:`` of the mkdocstrings handler): the docstrings
   are written for Sphinx as well, so Sphinx roles (``:class:`~pkg.Name```) become
   cross-references the site resolves where it documents the target (and code where it
