@@ -71,7 +71,10 @@ run_tests() {
     local status=0 markers="not known_bug and not slow"
     # CI runs every test; a local run leaves out the slow ones (pytest -m slow runs them).
     if [ -n "${CI:-}" ] || [ -n "${VIRTUALIZARR_FILL_ALL_TESTS:-}" ]; then markers="not known_bug"; fi
-    "$VENV/bin/python" -m pytest -m "$markers" "$@" || status=$?
+    # One pytest worker per CPU, each taking whole test files (module fixtures stay in one
+    # process); VIRTUALIZARR_FILL_TEST_WORKERS=0 runs in this process.
+    "$VENV/bin/python" -m pytest -m "$markers" -n "${VIRTUALIZARR_FILL_TEST_WORKERS:-auto}" \
+        --dist loadfile "$@" || status=$?
     # pytest's 5 means "no tests collected": that is a failure here.
     if [ "$status" -eq 5 ]; then echo "no tests were collected" >&2; return 1; fi
     return "$status"
