@@ -391,7 +391,7 @@ def object_address(oid: Any) -> int:
     of the object's names).
 
     ``h5py.h5o.get_info`` also sums the sizes of a dataset's chunk index, which makes
-    libhdf5 read the whole index (6 ms for 10,000 chunks); ``H5Gget_objinfo`` reports
+    libhdf5 read the whole index; ``H5Gget_objinfo`` reports
     the address alone (its ``objno``, split over two C longs). Builds of libhdf5 without
     deprecated symbols lack it: then ``get_info``.
     """

@@ -1,7 +1,7 @@
 """A chunked dataset's chunk table, read straight from its chunk index.
 
 h5py lists a dataset's chunks through ``chunk_iter``, which calls back into Python once
-per chunk (about 2 µs a chunk: 20 ms for 10,000 chunks before any work). The index
+per chunk, a cost that grows with the chunk count before any work. The index
 structures themselves are compact arrays of fixed-size records, so this module reads
 them with NumPy, one vectorised decode per node, page or block:
 
