@@ -23,8 +23,9 @@ from virtualizarr_fill.hdf5.array_context import (
 )
 
 #: Parse-time verification of one chunk per filtered dataset (only when its bytes are
-#: already fetched): largest chunk it decodes (decoding is paid once per dataset), and largest stored chunk it picks (a corrupt chunk can decode to far
-#: more than its chunk dimensions say; deflate expands at most ~1000-fold).
+#: already fetched): largest chunk it decodes (decoding is paid once per dataset), and
+#: largest stored chunk it picks (a corrupt chunk can decode to far more than its chunk
+#: dimensions say; deflate expands at most ~1000-fold).
 VERIFY_CHUNK_MAX_BYTES = 1 << 20
 VERIFY_STORED_MAX_BYTES = 64 << 10
 
