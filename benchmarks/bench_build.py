@@ -20,6 +20,11 @@ file k directly south of file k - 1 (one column of a mosaic, concatenated along 
   ``BENCH_CLI_WORKERS=N`` passes ``--workers N``;
 * ``fill-cli-baseline``: the same command from another checkout of the package (a
   release to compare with), when ``BENCH_BASELINE`` names its directory.
+* ``fill-series-dask``, ``virtual-tiff-dask`` (and for netCDF ``hdfparser-dask``): the
+  same calls parsing on a dask ``LocalCluster`` of two single-threaded worker processes
+  (``executor=client``; the peers ``parallel=client.get_executor()``), started and
+  warmed (the parsers imported on the workers) before the clock starts; the memory is
+  this process's, the client's.
 
 netCDF-4 (``netcdf``): N files of 8 x 64 x 64 (time, lat, lon), two float32 variables,
 chunks of 4 x 64 x 64, file k continuing file k - 1's time axis.
@@ -68,6 +73,11 @@ import numpy as np
 TOOLS = {
     "tiff": ["fill-series", "fill-mfdataset", "fill-cli", "virtual-tiff"],
     "netcdf": ["fill-series", "fill-mfdataset", "fill-cli", "hdfparser"],
+}
+#: Run only when named with ``--tools``.
+DASK_TOOLS = {
+    "tiff": ["fill-series-dask", "virtual-tiff-dask"],
+    "netcdf": ["fill-series-dask", "hdfparser-dask"],
 }
 PEER = {"tiff": "virtual-tiff", "netcdf": "hdfparser"}
 CONCAT_DIM = {"tiff": "y", "netcdf": "time"}
@@ -206,6 +216,34 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _warm_worker() -> None:
+    import virtualizarr  # noqa: F401
+
+    import virtualizarr_fill.assemble
+    import virtualizarr_fill.hdf5
+    import virtualizarr_fill.tiff  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        import virtual_tiff  # noqa: F401
+
+
+def _dask_client(tool: str) -> Any:
+    """A client of a new two-process ``LocalCluster`` whose workers have imported the
+    parsers (left running until this process ends)."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        env={"ZARR_ARRAY__RECTILINEAR_CHUNKS": "True"},
+    )
+    client = Client(cluster)
+    client.run(_warm_worker)
+    return client
+
+
 def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
     """Build the repository with ``tool`` (in this process); returns the timings."""
     if tool.startswith("fill-cli"):
@@ -226,13 +264,16 @@ def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
 
     if tool.startswith("fill-"):
         from virtualizarr_fill import HDF5Parser, TIFFParser
+    client = _dask_client(tool) if tool.endswith("-dask") else None
+    tool = tool.removesuffix("-dask")
+    parallel: Any = False if client is None else client.get_executor()
     imported = time.perf_counter()
     if tool == "fill-series":
         import virtualizarr_fill
         from virtualizarr_fill import HDF5Parser, TIFFParser
 
         parser = TIFFParser() if kind == "tiff" else HDF5Parser()
-        vds = virtualizarr_fill.open_virtual_series(urls, registry, parser, dim)
+        vds = virtualizarr_fill.open_virtual_series(urls, registry, parser, dim, executor=client)
     elif tool == "fill-mfdataset":
         from virtualizarr import open_virtual_mfdataset
 
@@ -254,7 +295,12 @@ def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
         from virtualizarr import open_virtual_mfdataset
 
         vds = open_virtual_mfdataset(
-            urls, registry=registry, parser=VirtualTIFF(ifd=0), combine="nested", concat_dim=dim
+            urls,
+            registry=registry,
+            parser=VirtualTIFF(ifd=0),
+            combine="nested",
+            concat_dim=dim,
+            parallel=parallel,
         )
     elif tool == "hdfparser":
         from virtualizarr import open_virtual_mfdataset
@@ -268,6 +314,7 @@ def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
             concat_dim=dim,
             coords="minimal",
             compat="override",
+            parallel=parallel,
         )
     else:
         raise SystemExit(f"unknown tool {tool}")
@@ -468,7 +515,8 @@ def main() -> int:
         known = (
             [*TOOLS[kind], "fill-cli-baseline"] if os.environ.get("BENCH_BASELINE") else TOOLS[kind]
         )
-        tools = [t for t in known if not args.tools or t in args.tools]
+        known = [*known, *DASK_TOOLS[kind]]
+        tools = [t for t in known if (t in args.tools if args.tools else t not in DASK_TOOLS[kind])]
         results: dict[str, list[dict[str, Any]]] = {t: [] for t in tools}
         reference = None
         for round_ in range(args.rounds):

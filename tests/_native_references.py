@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import tifffile
 
-__all__ = ["tifffile_reference"]
+__all__ = ["rasterio_merge", "tifffile_reference"]
 
 
 def tifffile_reference(path: Path, ifd: int | list[int] = 0) -> np.ndarray:
@@ -23,3 +23,16 @@ def tifffile_reference(path: Path, ifd: int | list[int] = 0) -> np.ndarray:
         if data.dtype == np.bool_:  # 1-bit samples read as uint8 0/1, as GDAL reads them
             data = data.astype(np.uint8)
         return data[:, 0, :, :, 0] if separate > 1 else np.moveaxis(data[0, 0], -1, 0)
+
+
+def rasterio_merge(paths: list[Path]) -> tuple[np.ndarray, object]:
+    """``rasterio.merge.merge`` of the tiles: the mosaic's values and its transform."""
+    import rasterio
+    from rasterio.merge import merge
+
+    sources = [rasterio.open(p) for p in paths]
+    try:
+        return merge(sources)  # type: ignore[no-any-return]
+    finally:
+        for source in sources:
+            source.close()

@@ -113,3 +113,20 @@ def _write_tiles(
 def write_tiles() -> Callable[..., list[Path]]:
     """The function writing a GeoTIFF tile set (see :func:`_write_tiles`)."""
     return _write_tiles
+
+
+@pytest.fixture(scope="module")
+def local_cluster() -> Iterator[Any]:
+    """A dask ``LocalCluster`` of two single-threaded worker processes on loopback,
+    shared by the tests of one module."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:
+        yield cluster

@@ -23,6 +23,7 @@ from obstore.store import LocalStore
 import virtualizarr_fill
 from tests._assertions import assert_same_dataset
 from tests._manifest_builders import concat_fixtures, native_tiff, read_manifest_array
+from tests._native_references import rasterio_merge
 from virtualizarr_fill import HDF5Parser, IncompatibleArraysError, TIFFParser
 
 __all__ = ["concat_fixtures"]
@@ -70,23 +71,26 @@ def _same_combination(ours: xr.Dataset, theirs: xr.Dataset) -> None:
 STRIPS = ["strip_padded_0", "strip_short_1", "strip_padded_2", "strip_short_2"]
 
 
-def _georeferenced_strips(directory: Path, count: int, shuffle: bool = True) -> list[Path]:
-    """Strip GeoTIFFs of one column of a grid (rows along y), written with rasterio."""
+def _georeferenced_strips(
+    directory: Path, count: int, shuffle: bool = True, *, start: int = 0, bands: int = 1
+) -> list[Path]:
+    """Strip GeoTIFFs of one column of a grid (rows ``start`` on along y), written with
+    rasterio."""
     rasterio = pytest.importorskip("rasterio")
     from rasterio.transform import from_origin
 
     rng = np.random.default_rng(5)
     paths = []
-    for i in range(count):
+    for i in range(start, start + count):
         path = directory / f"row_{i}.tif"
-        data = rng.integers(1, 60000, (1, 25, 16), dtype=np.uint16)
+        data = rng.integers(1, 60000, (bands, 25, 16), dtype=np.uint16)
         with rasterio.open(
             path,
             "w",
             driver="GTiff",
             width=16,
             height=25,
-            count=1,
+            count=bands,
             dtype="uint16",
             crs="EPSG:32633",
             transform=from_origin(500000, 4000000 - i * 250, 10, 10),
@@ -216,17 +220,12 @@ def test_mosaic_equals_rasterio_merge(
     tmp_path: Path, tiled: bool, write_tiles: Callable[..., list[Path]]
 ) -> None:
     rasterio = pytest.importorskip("rasterio")
-    from rasterio.merge import merge
 
     paths = write_tiles(tmp_path, tiled=tiled)
     mosaic = _mosaic(paths)
-    sources = [rasterio.open(p) for p in paths]
-    try:
-        merged, transform = merge(sources)
-        crs = sources[0].crs
-    finally:
-        for source in sources:
-            source.close()
+    merged, transform = rasterio_merge(paths)
+    with rasterio.open(paths[0]) as first:
+        crs = first.crs
     values = read_manifest_array(mosaic.band_data.data)
     assert values.shape == merged.shape == (3, 48 + 30, 64 + 64 + 40)
     np.testing.assert_array_equal(values, merged)
@@ -251,8 +250,6 @@ def test_mosaic_written_to_icechunk_opens_with_rioxarray(
     tmp_path: Path, write_tiles: Callable[..., list[Path]]
 ) -> None:
     rioxarray = pytest.importorskip("rioxarray")
-    import rasterio
-    from rasterio.merge import merge
 
     from tests._manifest_builders import icechunk_read, icechunk_repo, icechunk_write
 
@@ -262,12 +259,7 @@ def test_mosaic_written_to_icechunk_opens_with_rioxarray(
     repo = icechunk_repo(tmp_path / "repo", data)
     icechunk_write(repo, _mosaic(paths))
     read = icechunk_read(repo)
-    sources = [rasterio.open(p) for p in paths]
-    try:
-        merged, transform = merge(sources)
-    finally:
-        for source in sources:
-            source.close()
+    merged, transform = rasterio_merge(paths)
     np.testing.assert_array_equal(read.band_data.fillna(0).values.astype("u1"), merged)
     assert read.rio.transform() == transform
     assert rioxarray is not None
@@ -342,33 +334,3 @@ def test_series_keeps_the_cf_attributes_users_decode(tmp_path: Path) -> None:
             expected.append(np.ma.filled(f["t"][:].astype("f8"), np.nan))
     np.testing.assert_allclose(decoded, np.concatenate(expected), equal_nan=True)
     assert np.isnan(decoded[1]) and decoded[0] == pytest.approx(3.52)
-
-
-def test_series_parsed_on_a_dask_cluster_of_processes(tmp_path: Path) -> None:
-    """The bulk path on dask: batches of files parsed in worker processes, their parts
-    sent back and combined here, equal to parsing in this process."""
-    from distributed import Client, LocalCluster
-
-    paths = _georeferenced_strips(tmp_path, 9)
-    urls = [f"file://{p}" for p in paths]
-    expected = virtualizarr_fill.open_virtual_series(urls, REGISTRY, TIFFParser(), "y")
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            protocol="tcp",
-            host="127.0.0.1",
-            dashboard_address=None,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        parsed = virtualizarr_fill.open_virtual_series(
-            urls, REGISTRY, TIFFParser(), "y", executor=client.get_executor()
-        )
-        assert client.run(lambda: __import__("os").getpid())  # real worker processes
-    _same_combination(parsed, expected)
-    np.testing.assert_array_equal(
-        read_manifest_array(parsed.band_data.data),
-        np.concatenate([native_tiff(p) for p in sorted(paths)], axis=0)[np.newaxis],
-    )

@@ -336,9 +336,7 @@ def test_build_new_dimension(
     expected = np.stack([tifffile.imread(f)[np.newaxis] for f in files])
     assert stored["band_data"].dims == ("file", "band", "y", "x")
     np.testing.assert_array_equal(stored["band_data"].values, expected)
-    code, out, _ = _run(
-        capsys, "verify", str(repo), "--against", *files
-    )
+    code, out, _ = _run(capsys, "verify", str(repo), "--against", *files)
     assert code == EXIT_OK, out
 
 
@@ -354,9 +352,7 @@ def test_build_hdf5_along_first_axis(
     code, _, err = _run(capsys, "build", *map(str, paths), "--concat-dim", dim, "--out", str(repo))
     assert code == EXIT_OK, err
     np.testing.assert_array_equal(_open_icechunk(repo, paths[0].parent)["data"].values, expected)
-    code, out, _ = _run(
-        capsys, "verify", str(repo), "--against", *map(str, paths)
-    )
+    code, out, _ = _run(capsys, "verify", str(repo), "--against", *map(str, paths))
     assert code == EXIT_OK, out
 
 

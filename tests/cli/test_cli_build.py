@@ -20,6 +20,7 @@ import pytest
 import xarray as xr
 
 import virtualizarr_fill
+from tests._native_references import rasterio_merge
 from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_IO, EXIT_OK, EXIT_USAGE, main
 
 Tiles = Callable[..., list[Path]]
@@ -39,18 +40,6 @@ def _error_line(err: str) -> str:
     return lines[0]
 
 
-def _merged(paths: list[Path]) -> tuple[np.ndarray, object]:
-    import rasterio
-    from rasterio.merge import merge
-
-    sources = [rasterio.open(p) for p in paths]
-    try:
-        return merge(sources)
-    finally:
-        for source in sources:
-            source.close()
-
-
 def _snapshots(repo: Path) -> int:
     from virtualizarr_fill.writers.repository import open_repository
 
@@ -60,18 +49,27 @@ def _snapshots(repo: Path) -> int:
 # --------------------------------------------------------------------------- mosaics
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("workers", ["0", "2", "dask"])
 def test_mosaic_of_shuffled_tiles_equals_rasterio_merge(
-    tmp_path: Path, write_tiles: Tiles, capsys: pytest.CaptureFixture[str], workers: str
+    tmp_path: Path,
+    write_tiles: Tiles,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    workers: str,
 ) -> None:
+    """In this process, in worker processes, and on a dask cluster (where the first tile
+    says the files form a mosaic and the rest are merged on the cluster)."""
     import rioxarray  # noqa: F401  (the .rio accessor)
 
     paths = write_tiles(tmp_path / "tiles")
     repo = tmp_path / "mosaic.icechunk"
-    code, out, err = _run(capsys, "build", *paths, "--out", repo, "--workers", workers)
+    parsing = ["--workers", workers]
+    if workers == "dask":
+        parsing = ["--dask-scheduler", request.getfixturevalue("local_cluster").scheduler_address]
+    code, out, err = _run(capsys, "build", *paths, "--out", repo, *parsing)
     assert code == EXIT_OK, err
     assert "files:     6 virtualized" in out
-    merged, transform = _merged(paths)
+    merged, transform = rasterio_merge(paths)
     ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
     np.testing.assert_array_equal(ds["band_data"].values, merged)
     assert ds.rio.transform() == transform
@@ -116,7 +114,7 @@ def test_mosaic_with_gaps_allowed_reads_fill_where_tiles_are_missing(
     code, _, err = _run(capsys, "build", *paths, "--out", repo, "--allow-gaps")
     assert code == EXIT_OK, err
     ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
-    merged, _ = _merged(paths)  # rasterio fills the gap with nodata (0)
+    merged, _ = rasterio_merge(paths)  # rasterio fills the gap with nodata (0)
     # rasterio's merge spans the gap; the virtual mosaic holds the tiles' columns only
     x_merged = ds["x"].values
     import rasterio
@@ -427,7 +425,7 @@ def test_kerchunk_summary_snippet_opens_the_references(
     exec(snippet.split("open with:", 1)[1].strip(), namespace)
     ds = namespace["ds"]
     assert isinstance(ds, xr.Dataset)
-    merged, _ = _merged(paths)
+    merged, _ = rasterio_merge(paths)
     np.testing.assert_array_equal(ds["band_data"].fillna(0).values.astype("u1"), merged)
 
 

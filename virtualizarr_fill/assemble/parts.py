@@ -205,20 +205,34 @@ def _same_metadata(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
     )
 
 
-def _shared(reference: Any, value: Any) -> Any:
+#: What :func:`_shared` decided for objects already seen, by ``id``: compacting files
+#: that were compacted against another reference (a merge of two collectors) compares
+#: each object the other reference's files share once, not once per file.
+Known = dict[int, Any]
+
+
+def _shared(reference: Any, value: Any, known: Known | None = None) -> Any:
     """``reference`` where it equals ``value`` (one object for every file), else ``value``."""
     if value is reference:
         return reference
+    if known is not None and id(value) in known:
+        return known[id(value)]
     try:
         if isinstance(reference, ArrayV3Metadata):
-            return reference if _same_metadata(reference, value) else value
-        return reference if bool(reference == value) else value
+            shared = reference if _same_metadata(reference, value) else value
+        else:
+            shared = reference if bool(reference == value) else value
     except (TypeError, ValueError):  # values that do not compare to one truth value
-        return value
+        shared = value
+    if known is not None:
+        known[id(value)] = shared
+    return shared
 
 
-def _sharing_metadata(reference: ManifestArray, array: ManifestArray) -> ManifestArray:
-    metadata = _shared(reference.metadata, array.metadata)
+def _sharing_metadata(
+    reference: ManifestArray, array: ManifestArray, known: Known | None = None
+) -> ManifestArray:
+    metadata = _shared(reference.metadata, array.metadata, known)
     if metadata is array.metadata:
         return array
     shared: ManifestArray = object.__new__(type(array))
@@ -227,24 +241,36 @@ def _sharing_metadata(reference: ManifestArray, array: ManifestArray) -> Manifes
     return shared
 
 
-def _shared_array(reference: ManifestArray, array: ManifestArray) -> ManifestArray:
+def _shared_array(
+    reference: ManifestArray, array: ManifestArray, known: Known | None = None
+) -> ManifestArray:
     """``reference`` where ``array`` holds the same metadata and chunk references."""
-    shared = _sharing_metadata(reference, array)
-    if shared.metadata is reference.metadata and _shared(reference.manifest, array.manifest) is (
-        reference.manifest
-    ):
-        return reference
+    if known is not None and id(array) in known:
+        return known[id(array)]
+    shared = _sharing_metadata(reference, array, known)
+    if shared.metadata is reference.metadata and _shared(
+        reference.manifest, array.manifest, known
+    ) is (reference.manifest):
+        shared = reference
+    if known is not None:
+        known[id(array)] = shared
     return shared
 
 
 def compact(
-    part: FilePart, reference: FilePart, combined: Iterable[str], dims: Iterable[str]
+    part: FilePart,
+    reference: FilePart,
+    combined: Iterable[str],
+    dims: Iterable[str],
+    known: Known | None = None,
 ) -> FilePart:
     """``part`` reduced to what a combination along ``dims`` takes from it, everything
     equal to ``reference``'s shared with it: the virtual variables (the ``combined``
     ones with their own chunk references), every variable's attributes, and the
     coordinates (those along other dimensions, equal to ``reference``'s as checked by
-    :func:`~.series.check_same_structure`, shared)."""
+    :func:`~.series.check_same_structure`, shared). A compacted part can be compacted
+    again against another reference (checked against the first's), passing the same
+    ``known`` for every part that shares the first reference."""
     along_dims = set(dims)
     along = set(combined)
     arrays = {}
@@ -252,15 +278,15 @@ def compact(
         if name in part.coords:
             continue  # loaded: its values are in ``coords``
         if name in along:
-            arrays[name] = _sharing_metadata(reference.arrays[name], array)
+            arrays[name] = _sharing_metadata(reference.arrays[name], array, known)
         else:
-            arrays[name] = _shared_array(reference.arrays[name], array)
+            arrays[name] = _shared_array(reference.arrays[name], array, known)
     return FilePart(
         url=part.url,
         arrays=arrays,
         dims=reference.dims,
-        var_attrs={n: _shared(reference.var_attrs[n], a) for n, a in part.var_attrs.items()},
-        attributes=_shared(reference.attributes, part.attributes),
+        var_attrs={n: _shared(reference.var_attrs[n], a, known) for n, a in part.var_attrs.items()},
+        attributes=_shared(reference.attributes, part.attributes, known),
         coords={
             n: c if along_dims.intersection(c.dims) else reference.coords[n]
             for n, c in part.coords.items()

@@ -134,6 +134,12 @@ class Combination:
         with combining(self.label):
             self._collector.add_part(part)
 
+    def merge(self, collector: Collector) -> None:
+        """Add the files of a collector of this combination (files collected elsewhere,
+        after the first)."""
+        assert self._collector is not None, "the first file is added first"
+        self._collector.merge(collector)
+
     def _check_dimension(self, first: FilePart) -> None:
         dim = self.plan.dim
         if dim is None:

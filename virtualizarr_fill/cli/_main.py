@@ -127,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="address space a parser process may take beyond its start "
         f"(default: {DEFAULT_MEMORY_LIMIT / 2**30:g} GiB)",
     )
-    build.add_argument("--dask-scheduler", metavar="ADDRESS", help="parse on this dask cluster")
+    build.add_argument(
+        "--dask-scheduler", metavar="ADDRESS", help="parse and merge on this dask cluster"
+    )
     build.add_argument(
         "--time-from",
         metavar="SPEC",

@@ -20,10 +20,10 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from virtualizarr_fill.batching import BATCH_FILES, batches
 from virtualizarr_fill.cli._errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
-    EXIT_IO,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -228,10 +228,6 @@ def start_workers_early() -> None:
 #: reported (a hang in native code; store waits end sooner, at the parse deadline).
 WORKER_TIME_LIMIT = 600.0
 
-#: Files per task sent to a worker process: enough that handing results over costs
-#: little next to parsing them, few enough that progress moves and work spreads.
-BATCH_FILES = 64
-
 
 def _died(url: str, why: str) -> ParsedFile:
     return ParsedFile(
@@ -247,11 +243,6 @@ def _failed(url: str, error: BaseException) -> ParsedFile:
     return result
 
 
-def _batches(urls: Sequence[str], workers: int) -> list[list[str]]:
-    size = max(1, min(BATCH_FILES, -(-len(urls) // (workers * 4))))
-    return [list(urls[i : i + size]) for i in range(0, len(urls), size)]
-
-
 def _run_pool(
     urls: Sequence[str], parser: Any, workers: int, memory_limit: int | None
 ) -> Iterator[ParsedFile]:
@@ -260,10 +251,10 @@ def _run_pool(
     from virtualizarr_fill.isolation import isolated_map
 
     context = _forkserver_context()
-    batches = _batches(urls, workers)
+    work = batches(urls, workers)
     outcomes = isolated_map(
         functools.partial(parse_batch, parser=parser),
-        batches,
+        work,
         workers=workers,
         memory_limit=memory_limit,
         timeout=WORKER_TIME_LIMIT * BATCH_FILES,
@@ -307,50 +298,21 @@ def _run_pool(
         singles.close()
 
 
-def _run_dask(urls: Sequence[str], parser: Any, address: str) -> Iterator[ParsedFile]:
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise CliError(
-            "--dask-scheduler needs the 'distributed' package (pip install "
-            "'virtualizarr-fill[dask]')",
-            EXIT_IO,
-        ) from None
-    try:
-        client = Client(address, timeout=30)
-    except OSError as error:
-        raise CliError(
-            f"cannot connect to the dask scheduler {address}: {error}", EXIT_IO
-        ) from None
-    with client:
-        workers = max(1, len(client.scheduler_info().get("workers", {})))
-        batches = _batches(urls, workers)
-        futures = client.map(parse_batch, batches, parser=parser, pure=False)
-        try:
-            for batch in as_completed(futures, with_results=True):
-                yield from batch[1]
-        finally:
-            client.cancel(futures)
-
-
 def iter_parsed(
     urls: Sequence[str],
     parser: Any,
     *,
     workers: int,
-    dask_scheduler: str | None,
     memory_limit: int | None = None,
 ) -> Generator[ParsedFile, None, None]:
     """Every file's :class:`ParsedFile`, in the order they finish.
 
     ``workers`` isolated worker processes parse them in batches, each with
     ``memory_limit`` bytes of address space beyond its start
-    (:mod:`virtualizarr_fill.isolation`); 0 parses in this process; ``dask_scheduler``
-    parses on a dask cluster instead, in batches.
+    (:mod:`virtualizarr_fill.isolation`); 0 parses in this process (a dask cluster
+    parses and combines in :mod:`._dask`).
     """
-    if dask_scheduler:
-        yield from _run_dask(urls, parser, dask_scheduler)
-    elif workers >= 1:
+    if workers >= 1:
         yield from _run_pool(urls, parser, min(workers, len(urls)), memory_limit)
     else:
         for url in urls:

@@ -24,6 +24,7 @@ from virtualizarr_fill.cli._destinations import (
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
 from virtualizarr_fill.cli._parse import (
+    ParsedFile,
     file_error,
     iter_parsed,
     parser_from_options,
@@ -93,15 +94,14 @@ def _parse_into(
     combination: Combination, urls: Sequence[str], parser: Any, args: argparse.Namespace
 ) -> _Parsed:
     """Parse every file and add it to the combination as it arrives."""
+    if args.dask_scheduler:
+        return _parse_on_dask(combination, urls, parser, args)
     outcome = _Parsed()
-    workers = (
-        args.workers if args.workers is not None else _default_workers(args.inputs, len(urls))
-    )
+    workers = args.workers if args.workers is not None else _default_workers(args.inputs, len(urls))
     results = iter_parsed(
         urls,
         parser,
         workers=workers,
-        dask_scheduler=args.dask_scheduler,
         memory_limit=int(args.worker_memory * 2**30),
     )
     with Progress("parse", len(urls), "files") as progress:
@@ -119,12 +119,63 @@ def _parse_into(
                 outcome.used.append(result.url)
         finally:
             results.close()
+    return _finished(outcome, urls)
+
+
+def _finished(outcome: _Parsed, urls: Sequence[str]) -> _Parsed:
     if not outcome.used:
         raise CliError(f"none of the {len(urls)} files could be virtualized", EXIT_BAD_INPUT)
     # Workers finish in any order; the files are combined, and recorded, in input order.
     position = {url: i for i, url in enumerate(urls)}
     outcome.used.sort(key=position.__getitem__)
     return outcome
+
+
+def _account(outcome: _Parsed, result: ParsedFile, skip_bad: bool) -> bool:
+    """Record one file's outcome; whether it parsed (a failure stops the build unless
+    ``skip_bad``)."""
+    outcome.report.extend(result.report)
+    outcome.warnings.extend(result.warnings)
+    if result.error is None:
+        return True
+    if not skip_bad:
+        raise file_error(result)
+    outcome.skipped.append(str(result.error))
+    return False
+
+
+def _parse_on_dask(
+    combination: Combination, urls: Sequence[str], parser: Any, args: argparse.Namespace
+) -> _Parsed:
+    """Parse on a dask cluster (:mod:`._dask`): the first file that parses here decides
+    the plan, the rest are parsed and combined on the cluster."""
+    from virtualizarr_fill.cli._combine import combining
+    from virtualizarr_fill.cli._dask import collect_on_dask, connect, first_files
+
+    outcome = _Parsed()
+    with connect(args.dask_scheduler) as client, Progress("parse", len(urls), "files") as progress:
+        rest: Sequence[str] = []
+        for i, result in enumerate(first_files(client, urls, parser)):
+            progress.advance()
+            if _account(outcome, result, args.skip_bad):
+                assert result.part is not None
+                combination.add(result.part)
+                outcome.used.append(result.url)
+                rest = urls[i + 1 :]
+                break
+        plan = combination.plan
+        with combining(combination.label):
+            batch = collect_on_dask(
+                client, rest, parser, plan.dims, plan.mode == "stack", args.skip_bad, progress
+            )
+        # a failed file is raised in input order, as the build would meet it
+        for result in batch.files:
+            if _account(outcome, result, args.skip_bad):
+                outcome.used.append(result.url)
+        if batch.collector is not None:
+            with combining(combination.label):
+                combination.merge(batch.collector)
+    return _finished(outcome, urls)
 
 
 # --------------------------------------------------------------------------- append

@@ -1,0 +1,203 @@
+"""Collecting parsed files for a combination, in this process, on an executor, or on a
+dask cluster as a tree reduction.
+
+A :class:`Collector` keeps each file's :class:`~.parts.FilePart` checked against the
+first file and compacted (:func:`~.parts.compact`), so that what it holds grows with
+the chunk references only. Collectors of the same combination merge: the other's first
+file is checked against this one's, and its files compacted again against it.
+
+That makes the work of many files a reduction. An executor's tasks each parse a batch
+into a collector, which travels back compacted; on a dask cluster the collectors are
+also merged on the cluster, neighbours with neighbours (so that the files keep their
+order), until one collector reaches the client: the client receives what the result
+needs, once, instead of every file's part.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any
+
+import xarray as xr
+
+from virtualizarr_fill.assemble.parts import FilePart, Known, compact, file_part, part_dataset
+from virtualizarr_fill.assemble.series import check_same_structure
+from virtualizarr_fill.batching import batches
+
+if TYPE_CHECKING:
+    from obspec_utils.registry import ObjectStoreRegistry
+
+    from virtualizarr_fill.manifests.store import FileManifestStore
+
+__all__ = [
+    "Collector",
+    "cancelled_on_error",
+    "collect",
+    "collect_batch",
+    "dask_client",
+    "merge_collectors",
+    "tree_reduce",
+]
+
+
+class Collector:
+    """Parsed files for a combination along ``dims``: each checked against the first
+    and compacted as it arrives (:func:`~.parts.compact`), so that what is kept grows
+    with the chunk references only; the first file's part gives the template."""
+
+    def __init__(self, dims: Sequence[str], *, new_dim: bool, decode_times: bool | None):
+        self.dims = list(dims)
+        self.new_dim = new_dim
+        self.decode_times = decode_times
+        self.parts: list[FilePart] = []
+        self._reference: FilePart | None = None
+        self._combined: list[str] = []
+
+    def add(self, store: FileManifestStore) -> None:
+        """Check and keep one parsed file."""
+        self.add_part(file_part(store, decode_times=self.decode_times))
+
+    def add_part(self, part: FilePart) -> None:
+        """Check and keep one file's part (as :func:`~.parts.file_part` makes it, with
+        this collector's ``decode_times``)."""
+        if self._reference is None:
+            self._reference = part
+            self._combined = part.combined(self.dims, self.new_dim)
+        check_same_structure(self._reference, part, self.dims)
+        self.parts.append(compact(part, self._reference, self._combined, self.dims))
+
+    def merge(self, other: Collector) -> Collector:
+        """Add the files of ``other`` (a collector of the same combination) after this
+        one's: its first file is checked against this one's first (and so, as each of
+        its files was checked against its first, every one of them), then its files are
+        compacted against this one's first. Returns this collector."""
+        if other._reference is None:
+            return self
+        if self._reference is None:
+            self._reference, self._combined = other._reference, other._combined
+            self.parts.extend(other.parts)
+            return self
+        check_same_structure(self._reference, other._reference, self.dims)
+        known: Known = {}
+        self.parts.extend(
+            compact(part, self._reference, self._combined, self.dims, known) for part in other.parts
+        )
+        return self
+
+    def template(self) -> xr.Dataset:
+        """The first file's virtual dataset."""
+        if self._reference is None:
+            raise ValueError("no files to combine")
+        return part_dataset(self._reference)
+
+
+def merge_collectors(*collectors: Collector) -> Collector:
+    """The collectors merged in order into a new one (one task of a tree reduction;
+    its inputs stay as they are, so that a task the cluster runs again sees them
+    unchanged)."""
+    first = collectors[0]
+    merged = Collector(first.dims, new_dim=first.new_dim, decode_times=first.decode_times)
+    for collector in collectors:
+        merged.merge(collector)
+    return merged
+
+
+#: Results one merge task of a tree reduction takes: the tree is shallow (four levels
+#: for 100,000 files in batches of 64) and each merge has enough to do to be worth a
+#: task.
+FAN_IN = 8
+
+
+def collect_batch(
+    urls: Sequence[str],
+    registry: ObjectStoreRegistry,
+    parser: Callable[..., Any],
+    dims: Sequence[str],
+    new_dim: bool,
+    decode_times: bool | None,
+) -> Collector:
+    """Parse files into a :class:`Collector` (one task of an executor): what travels
+    back is the files' manifests and coordinate values, compacted."""
+    collector = Collector(dims, new_dim=new_dim, decode_times=decode_times)
+    for url in urls:
+        collector.add(parser(url=url, registry=registry))
+    return collector
+
+
+def dask_client(executor: Any) -> Any:
+    """The dask ``distributed.Client`` behind ``executor`` (a client, or the executor
+    of ``client.get_executor()``), or None for any other executor."""
+    if type(executor).__module__.partition(".")[0] != "distributed":
+        return None
+    client = getattr(executor, "_client", executor)  # a ClientExecutor keeps its client
+    return client if callable(getattr(client, "submit", None)) else None
+
+
+def _workers(executor: Any) -> int:
+    """How many tasks the executor runs at once (a guess of 4 where it does not say)."""
+    client = dask_client(executor)
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    return max(1, int(getattr(executor, "_max_workers", 0) or 4))
+
+
+def tree_reduce(client: Any, futures: Sequence[Any], merge: Callable[..., Any]) -> Any:
+    """The future of ``merge`` applied over ``futures`` on a dask cluster, up to
+    :data:`FAN_IN` neighbours per task, level by level, so that order is kept and no
+    task waits on more than :data:`FAN_IN` results."""
+    level = list(futures)
+    while len(level) > 1:
+        groups = [level[i : i + FAN_IN] for i in range(0, len(level), FAN_IN)]
+        level = [
+            client.submit(merge, *group, pure=False) if len(group) > 1 else group[0]
+            for group in groups
+        ]
+    return level[0]
+
+
+def collect(
+    urls: Sequence[str],
+    registry: ObjectStoreRegistry,
+    parser: Callable[..., Any],
+    executor: Executor | Any | None,
+    collector: Collector,
+) -> Collector:
+    """Parse ``urls`` into ``collector``: here, with an executor's ``map`` (each task a
+    batch, merged here as the tasks finish), or on a dask cluster (a client or its
+    executor: batches merged on the cluster by :func:`tree_reduce`)."""
+    if executor is None:
+        for url in urls:
+            collector.add(parser(url=url, registry=registry))
+        return collector
+    task = functools.partial(
+        collect_batch,
+        registry=registry,
+        parser=parser,
+        dims=collector.dims,
+        new_dim=collector.new_dim,
+        decode_times=collector.decode_times,
+    )
+    work = batches(urls, _workers(executor))
+    client = dask_client(executor)
+    if client is None:
+        for batch in executor.map(task, work):
+            collector.merge(batch)
+        return collector
+    leaves = client.map(task, work, pure=False)
+    root = tree_reduce(client, leaves, merge_collectors)
+    with cancelled_on_error(client, [*leaves, root]):
+        return collector.merge(root.result())
+
+
+@contextlib.contextmanager
+def cancelled_on_error(client: Any, futures: Sequence[Any]) -> Iterator[None]:
+    """Cancel the cluster's work on ``futures`` (and what depends on them) when the
+    block fails or is interrupted; finished ones are released as they go out of use."""
+    try:
+        yield
+    except BaseException:
+        client.cancel([f for f in futures if not f.done()])
+        raise
