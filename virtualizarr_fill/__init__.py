@@ -14,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from virtualizarr_fill.errors import (
+    ChunkDecodeError,
     ChunkSizeMismatchError,
     CorruptFileError,
     FillValueError,
@@ -80,6 +81,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "PIPELINE_PATH",
+    "ChunkDecodeError",
     "ChunkSizeMismatchError",
     "CorruptFileError",
     "CropCodec",

@@ -36,6 +36,11 @@ class ChunkSizeMismatchError(VirtualizarrFillError, ValueError):
     """A stored chunk is neither its logical nor its physical size (raised while decoding)."""
 
 
+class ChunkDecodeError(VirtualizarrFillError, ValueError):
+    """A chunk's stored bytes cannot be decoded with its array's codecs (a corrupt or
+    changed file), named by its array, grid index, file and byte range."""
+
+
 class IncompatibleArraysError(VirtualizarrFillError, ValueError):
     """Arrays cannot be concatenated or stacked (different codecs, edges, dtypes, fills...)."""
 

@@ -35,6 +35,7 @@ from zarr.storage._common import StorePath
 from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.manifests.store import deepest_node
 from virtualizarr_fill.reads import planning
+from virtualizarr_fill.reads.chunk_failures import naming_failures, read_naming_failures
 from virtualizarr_fill.reads.decoders import output_decoder
 from virtualizarr_fill.reads.scheduling import read_planned
 
@@ -70,10 +71,11 @@ async def read(
     batch = batch_info if isinstance(batch_info, list) else list(batch_info)
     located = locate(pipeline, batch, out)
     if located is None:
-        return await pipeline.inner.read(batch, out, drop_axes)
-    store, plan = located
+        return await read_naming_failures(pipeline.inner, batch, out, drop_axes)
+    store, entries, plan = located
     target: Any = out.as_ndarray_like()
-    await read_planned(store, plan, batch, output_decoder(pipeline, drop_axes, target))
+    decode = output_decoder(pipeline, drop_axes, target)
+    await read_planned(store, plan, batch, naming_failures(decode, store, entries, plan))
     for i in plan.missing:
         _, spec, _, out_selection, _ = batch[i]
         target[out_selection] = fill_value_or_default(spec)
@@ -85,8 +87,9 @@ async def read(
 
 def locate(
     pipeline: CodecChain, batch: Sequence[ChunkInfo], out: NDBuffer
-) -> tuple[ManifestStore, ReadPlan] | None:
-    """The chunks' places in the manifest, or None where this pipeline does not apply."""
+) -> tuple[ManifestStore, ManifestEntries, ReadPlan] | None:
+    """The array's manifest entries and the chunks' places in them, or None where this
+    pipeline does not apply."""
     if not batch or not reads_manifests(pipeline):
         return None  # e.g. sharding: the codec fetches inner chunks itself
     first = batch[0][0]
@@ -114,8 +117,12 @@ def locate(
         return None
     keys = [key[len(prefix) :] for key in keys]
     if len(keys) <= planning.FEW_CHUNKS:
-        return store, _plan_keys(node, entries, keys)
-    return store, planning.plan_rows(entries, _grid_indices(node, keys, entries.paths.ndim))
+        return store, entries, _plan_keys(node, entries, keys)
+    return (
+        store,
+        entries,
+        planning.plan_rows(entries, _grid_indices(node, keys, entries.paths.ndim)),
+    )
 
 
 def _grid_indices(node: ManifestArray, keys: list[str], ndim: int) -> np.ndarray[Any, Any]:

@@ -20,6 +20,7 @@ import numpy as np
 from zarr.core.chunk_utils import fill_value_or_default
 
 from virtualizarr_fill.reads import planning
+from virtualizarr_fill.reads.chunk_failures import naming_failures
 from virtualizarr_fill.reads.decoders import block_decoder, stored_bytes_decoder
 from virtualizarr_fill.reads.deinterleave import split_planes
 from virtualizarr_fill.reads.lattice import Lattice
@@ -55,7 +56,8 @@ async def read_blocks(lattice: Lattice) -> None:
         plan = lattice.plan
         blocks = np.empty((len(items), *chunk_shape), dtype=target.dtype)
         plan.decoded_nbytes = blocks.nbytes
-        await lattice.run(store, plan, items, block_decoder(pipeline, blocks, spec, short))
+        decode = block_decoder(pipeline, blocks, spec, short)
+        await lattice.run(store, plan, items, naming_failures(decode, store, lattice.entries, plan))
         if plan.missing:
             blocks[plan.missing] = fill_value_or_default(spec)
     copy_lattice(view, blocks, counts, chunk_shape, selection)
@@ -182,7 +184,7 @@ async def stored_blocks(lattice: Lattice, batch: list[Any]) -> np.ndarray[Any, A
         )
         plan.decoded_nbytes = count * nbytes
         decode = stored_bytes_decoder(pipeline, parts, spec, short)
-        await lattice.run(store, plan, batch, decode)
+        await lattice.run(store, plan, batch, naming_failures(decode, store, lattice.entries, plan))
         if plan.missing:
             fill = np.full(stored_shape, fill_value_or_default(spec), dtype=raw.view_dtype)
             for i in plan.missing:

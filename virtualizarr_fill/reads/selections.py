@@ -40,6 +40,7 @@ from zarr.core.indexing import (
 
 from virtualizarr_fill.reads import lattice, planning
 from virtualizarr_fill.reads.block_reads import SPLIT_MIN_WIDTH, read_blocks
+from virtualizarr_fill.reads.chunk_failures import naming_failures
 from virtualizarr_fill.reads.decoders import output_decoder
 from virtualizarr_fill.reads.deinterleave import splits_fast
 from virtualizarr_fill.reads.lattice import Lattice, plain_numbers
@@ -207,7 +208,8 @@ async def read_selection(
             plan = planning.plan_rows(entries, rows)
         drop_axes = indexer.drop_axes
     plan.decoded_nbytes = target.nbytes
-    await run(store, plan, batch, output_decoder(pipeline, drop_axes, target))
+    decode = output_decoder(pipeline, drop_axes, target)
+    await run(store, plan, batch, naming_failures(decode, store, entries, plan))
     for i in plan.missing:
         _, spec, _, out_selection, _ = batch[i]
         target[out_selection] = fill_value_or_default(spec)
