@@ -641,6 +641,34 @@ def test_store_written_by_python_code(tmp_path: Path, capsys: pytest.CaptureFixt
     ]
 
 
+def test_a_chunk_that_does_not_decode_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file damaged inside its third strip: both the store and GDAL fail to read it;
+    verify reads the store first and names the chunk."""
+    import tifffile
+
+    path = tmp_path / "damaged.tif"
+    values = np.random.default_rng(2).integers(0, 255, (64, 40), dtype=np.uint8)
+    tifffile.imwrite(path, values, compression="lzw", rowsperstrip=16)
+    with tifffile.TiffFile(path) as tif:
+        page = tif.pages[0]
+        offset, count = page.dataoffsets[2], page.databytecounts[2]  # type: ignore[union-attr]
+    content = bytearray(path.read_bytes())
+    for i in range(offset + 5, offset + count - 5, 7):
+        content[i] ^= 0x5A
+    path.write_bytes(bytes(content))
+    with rasterio.open(path) as src, pytest.raises(rasterio.errors.RasterioIOError):
+        src.read()
+    repo = tmp_path / "damaged.icechunk"
+    _build(capsys, str(path), "--out", str(repo))
+    code, out = _verify(capsys, repo, path)
+    assert code == EXIT_MISMATCH
+    (line,) = [line for line in out.splitlines() if line.startswith("UNVERIFIED")]
+    assert line.startswith(f"UNVERIFIED {path}: band_data: could not compare (ChunkDecodeError: ")
+    assert "chunk band_data/c/0/2/0 of <icechunk.IcechunkStore>: cannot be read or decoded" in line
+
+
 def test_a_series_without_coordinates_is_placed_by_the_recorded_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -158,9 +158,10 @@ def compare(native: NativeVariable, stored: Any, placement: Placement) -> Compar
             result.problem = f"the store has {sizes[dim]} values along {dim!r}, the file {needed}"
             return result
     for block in blocks(native.shape, native.itemsize, native.block):
-        theirs = np.transpose(native.read(block), order)
         where = _store_selection(store_dims, native.dims, placement, block)
+        # the store first: where a damaged file fails both, its error names the chunk
         ours = np.asarray(stored[where].values)
+        theirs = np.transpose(native.read(block), order)
         result.values += theirs.size
         if ours.shape != theirs.shape:
             result.problem = f"block {where}: store shape {ours.shape}, native {theirs.shape}"

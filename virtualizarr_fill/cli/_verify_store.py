@@ -100,8 +100,13 @@ def _open_level(opened: _Opened, group: str | None) -> tuple[xr.Dataset, xr.Data
         "zarr_format": opened.zarr_format,
         "chunks": None,  # lazily indexed arrays: each comparison reads only its block
     }
-    decoded = xr.open_zarr(opened.zarr_store, **options)
-    raw = xr.open_zarr(opened.zarr_store, decode_cf=False, **options)
+    from virtualizarr_fill.reads import use_manifest_pipeline
+
+    # The values zarr's own pipeline reads (the pipeline hands these stores to it), but
+    # a chunk that cannot be read or decoded is named by its key.
+    with use_manifest_pipeline():
+        decoded = xr.open_zarr(opened.zarr_store, **options)
+        raw = xr.open_zarr(opened.zarr_store, decode_cf=False, **options)
     return decoded, raw
 
 

@@ -144,7 +144,10 @@ async def read_naming_failures(
                     failing = info
                     break
         key = failing[0]
+        store = getattr(key, "store", None)
+        # a store's own description, on one line (Icechunk's spans several)
+        where = (str(store).strip().splitlines() or [type(store).__name__])[0]
         raise ChunkDecodeError(
-            f"chunk {getattr(key, 'path', key)!s} of {getattr(key, 'store', 'the store')!s}: "
+            f"chunk {getattr(key, 'path', key)!s} of {where}: "
             f"cannot be read or decoded ({type(error).__name__}: {error})"
         ) from error
