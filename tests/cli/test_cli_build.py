@@ -236,6 +236,60 @@ def test_append_equals_building_everything_at_once(
     assert record["mode"] == "series" and record["dim"] == "time" and record["inputs"] == 4
 
 
+def _dated_scenes(directory: Path, days: list[str]) -> list[Path]:
+    """One GeoTIFF scene per day (``S2_YYYYMMDD.tif``) of the same grid."""
+    import rasterio
+    from rasterio.transform import from_origin
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(8)
+    paths = []
+    for day in days:
+        path = directory / f"S2_{day}.tif"
+        with rasterio.open(
+            path, "w", driver="GTiff", width=20, height=10, count=1, dtype="uint16",
+            crs="EPSG:32633", transform=from_origin(300000.0, 5000000.0, 10.0, 10.0),
+            nodata=0, blockysize=4, compress="deflate",
+        ) as dst:  # fmt: skip
+            dst.write(rng.integers(1, 60000, (1, 10, 20), dtype="uint16"))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("kind", ["strips-along-y", "time-stack"])
+def test_append_geotiffs_equals_building_everything_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """GeoTIFF archives grow too: their scalar ``spatial_ref`` is written again with
+    every append, and the bands' last strips keep being trimmed."""
+    import rasterio
+    import rioxarray  # noqa: F401  (the .rio accessor)
+
+    if kind == "strips-along-y":
+        files = _column_strips(tmp_path / "rows", 4)
+        how = ["--concat-dim", "y"]
+    else:
+        files = _dated_scenes(tmp_path / "scenes", ["20240101", "20240102", "20240103", "20240104"])
+        how = ["--time-from", r"S2_(\d{8})"]
+    whole, grown = tmp_path / "whole.icechunk", tmp_path / "grown.icechunk"
+    assert _run(capsys, "build", *files, *how, "--out", whole)[0] == EXIT_OK
+    assert _run(capsys, "build", *files[:2], *how, "--out", grown)[0] == EXIT_OK
+    code, out, err = _run(capsys, "build", *files[2:], "--out", grown, "--append")
+    assert code == EXIT_OK, err
+    assert "appended" in out
+    natives = []
+    for path in files:
+        with rasterio.open(path) as src:
+            natives.append(src.read())
+    expected = np.concatenate(natives, axis=1) if kind == "strips-along-y" else np.stack(natives)
+    for repo in (whole, grown):
+        ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
+        np.testing.assert_array_equal(ds["band_data"].values, expected)
+        assert ds.rio.crs.to_epsg() == 32633
+    code, out, _ = _run(capsys, "verify", grown, "--against", *files)
+    assert code == EXIT_OK, out
+
+
 @pytest.mark.parametrize("case", ["again", "earlier", "gap", "dtype", "kerchunk", "mosaic"])
 def test_append_refuses_before_writing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], write_tiles: Tiles, case: str

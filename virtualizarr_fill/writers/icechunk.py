@@ -64,11 +64,37 @@ def _write_array_metadata(store: Any, key: str, metadata: ArrayV3Metadata) -> No
     sync(store.set(f"{key}/zarr.json", document))
 
 
+def _comparable(metadata: ArrayV3Metadata) -> dict[str, Any]:
+    """The metadata's JSON without attributes, empty dimension names as none."""
+    names = tuple(metadata.dimension_names or ()) or None
+    return dataclasses.replace(metadata, attributes={}, dimension_names=names).to_dict()
+
+
+def check_matches_stored(existing: Array, metadata: ArrayV3Metadata, name: str) -> None:
+    """Refuse to write references under a stored array whose metadata differs from
+    ``metadata`` (attributes aside): they would be decoded with the stored codecs.
+
+    VirtualiZarr's writer makes the same check, but compares a scalar's empty dimension
+    names with the stored array's, which zarr keeps as none, and so refuses to write a
+    scalar (a GeoTIFF's ``spatial_ref``) again when files are appended. JSON forms are
+    compared, as there: two NaN fill values are equal in JSON."""
+    requested, stored = _comparable(metadata), _comparable(existing.metadata)  # type: ignore[arg-type]
+    differing = sorted(
+        k for k in requested.keys() | stored.keys() if requested.get(k) != stored.get(k)
+    )
+    if differing:
+        raise IncompatibleArraysError(
+            f"cannot write {name!r}: the stored array differs in {', '.join(differing)}, so "
+            "the new references would be decoded as the stored ones; rewrite the group "
+            "(mode='w') instead"
+        )
+
+
 def create_virtual_variable_in_icechunk(
     store: Any, group: Group, name: str, var: xr.Variable, last_updated_at: datetime | None
 ) -> None:
-    """Create (or reuse an identical) rectilinear array and write its virtual references."""
-    _check_existing_array_matches = upstream.icechunk_writer("_check_existing_array_matches")
+    """Create (or reuse an identical) array and write its virtual references: a
+    rectilinear array, or a scalar written again when files are appended."""
     update_attributes = upstream.icechunk_writer("update_attributes")
     write_manifest_to_icechunk = upstream.icechunk_writer("write_manifest_to_icechunk")
     ma = cast(ManifestArray, var.data)
@@ -84,7 +110,7 @@ def create_virtual_variable_in_icechunk(
     )
     existing = group.get(name)
     if existing is not None:
-        _check_existing_array_matches(cast("Array", existing), metadata, dims)
+        check_matches_stored(cast("Array", existing), metadata, name)
     else:
         _write_array_metadata(store, _array_key(group, name), metadata)
     arr = cast("Array", group[name])
@@ -206,7 +232,10 @@ def _write_variable(
         )
     if append_dim is not None and append_dim in var.dims:
         append_virtual_variable_to_icechunk(store, group, name, var, append_dim, last_updated_at)
-    elif region is None and is_rectilinear(ma.metadata) and not upstream.supports_rectilinear():
+    elif region is None and (
+        (is_rectilinear(ma.metadata) and not upstream.supports_rectilinear())
+        or (append_dim is not None and var.ndim == 0 and name in group)
+    ):
         create_virtual_variable_in_icechunk(store, group, name, var, last_updated_at)
     else:
         upstream.icechunk_writer("write_virtual_variable_to_icechunk")(
