@@ -39,10 +39,6 @@ class BatchOutcome:
     files: list[ParsedFile] = field(default_factory=list)
     collector: Collector | None = None
 
-    @property
-    def failed(self) -> bool:
-        return any(file.error is not None for file in self.files)
-
 
 def parse_and_collect(
     urls: Sequence[str], parser: Any, dims: Sequence[str], new_dim: bool, skip_bad: bool
@@ -50,17 +46,17 @@ def parse_and_collect(
     """Parse a batch of files into a collector (one task on the cluster)."""
     from virtualizarr_fill.assemble.collecting import Collector
 
-    outcome = BatchOutcome(collector=Collector(dims, new_dim=new_dim, decode_times=None))
+    collector = Collector(dims, new_dim=new_dim, decode_times=None)
+    files: list[ParsedFile] = []
     for url in urls:
         parsed = parse_file(url, parser)
         part, parsed.part = parsed.part, None
-        outcome.files.append(parsed)
-        if part is None and not skip_bad:
-            outcome.collector = None  # the build stops: nothing more to collect
-            break
-        if part is not None and outcome.collector is not None:
-            outcome.collector.add_part(part)
-    return outcome
+        files.append(parsed)
+        if part is not None:
+            collector.add_part(part)
+        elif not skip_bad:  # the build stops: nothing more to collect
+            return BatchOutcome(files=files, collector=None)
+    return BatchOutcome(files=files, collector=collector)
 
 
 def merge_outcomes(*outcomes: BatchOutcome) -> BatchOutcome:
@@ -69,10 +65,10 @@ def merge_outcomes(*outcomes: BatchOutcome) -> BatchOutcome:
     from virtualizarr_fill.assemble.collecting import merge_collectors
 
     files = [file for outcome in outcomes for file in outcome.files]
-    collectors = [outcome.collector for outcome in outcomes]
-    if any(c is None for c in collectors):
+    collectors = [outcome.collector for outcome in outcomes if outcome.collector is not None]
+    if len(collectors) < len(outcomes):
         return BatchOutcome(files=files, collector=None)
-    return BatchOutcome(files=files, collector=merge_collectors(*collectors))  # type: ignore[arg-type]
+    return BatchOutcome(files=files, collector=merge_collectors(*collectors))
 
 
 def connect(address: str) -> Any:
