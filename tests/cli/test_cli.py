@@ -356,6 +356,33 @@ def test_build_hdf5_along_first_axis(
     assert code == EXIT_OK, out
 
 
+def test_build_names_the_groups_it_leaves_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A build combines one group of each file: the others are listed in the summary,
+    and one of them can be built with --hdf5-option group=NAME."""
+    path = tmp_path / "granule.h5"
+    rng = np.random.default_rng(9)
+    with h5py.File(path, "w") as f:
+        for beam in ("gt1l", "gt2l"):
+            f.create_group(beam).create_dataset(
+                "height", data=rng.standard_normal(100).astype("f4"), chunks=(30,)
+            )
+    repo = tmp_path / "root.icechunk"
+    code, out, err = _run(capsys, "build", str(path), "--out", str(repo), "--workers", "0")
+    assert code == EXIT_OK, err
+    assert f"{path}: its groups /gt1l, /gt2l are left out" in out
+    assert "--hdf5-option group=NAME" in out
+    beam = tmp_path / "gt2l.icechunk"
+    argv = ["build", str(path), "--out", str(beam), "--hdf5-option", "group=gt2l", "--workers", "0"]
+    code, out, err = _run(capsys, *argv)
+    assert code == EXIT_OK, err
+    assert "left out" not in out
+    with h5py.File(path) as f:
+        expected = f["gt2l/height"][...]
+    np.testing.assert_array_equal(_open_icechunk(beam, tmp_path)["height"].values, expected)
+
+
 def test_glob_input_and_worker_processes(
     concat_fixtures: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

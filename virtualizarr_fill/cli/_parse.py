@@ -175,17 +175,32 @@ def parse_file(url: str, parser: Any = None) -> ParsedFile:
 
     started = time.perf_counter()
     result = ParsedFile(url=url)
+    left_out: list[str] = []
     with recording() as (report, caught):
         try:
             store = (parser or AutoParser())(url=url, registry=registry_for([url]))
             result.part = file_part(store)
+            left_out = _groups_left_out(store)
         except Exception as error:
             result.error, result.exit_code = describe_failure(url, error)
             result.traceback = traceback.format_exc()
     result.report = report
     result.warnings = warning_texts(caught, report)
+    if result.part is not None and left_out:
+        result.warnings += (
+            f"{display(url)}: its groups {', '.join(left_out)} are left out: a build combines "
+            "one group of each file (choose it with --hdf5-option group=NAME)",
+        )
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _groups_left_out(store: Any) -> list[str]:
+    """The subgroups of a parsed file's group, which a build does not combine."""
+    from virtualizarr_fill.manifests.upstream import store_group
+
+    group = store_group(store)
+    return sorted(f"/{name}" for name in getattr(group, "groups", {}) or {})
 
 
 def parse_batch(urls: Sequence[str], parser: Any = None) -> list[ParsedFile]:
