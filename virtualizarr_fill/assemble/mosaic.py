@@ -25,6 +25,7 @@ from virtualizarr.manifests import ManifestArray
 from virtualizarr_fill.assemble.parts import FilePart, common_attributes
 from virtualizarr_fill.assemble.series import assembled, leading, order_parts, whole_chunk
 from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.fill.conflicts import combining_variable
 
 X, Y = "x", "y"
 GRID_MAPPING = "spatial_ref"
@@ -110,15 +111,16 @@ def combine_tiles(template: xr.Dataset, grid: Sequence[Sequence[FilePart]]) -> x
         if isinstance(variable.data, ManifestArray):
             rows: list[list[Any]] = [[part.arrays[key] for part in row] for row in grid]
             data: Any
-            if X in variable.dims:
-                x_axis = variable.dims.index(X)
-                rows = [[np.concatenate(row, axis=x_axis)] for row in rows]  # type: ignore[arg-type]
-            else:
-                rows = [[row[0]] for row in rows]
-            if Y in variable.dims:
-                data = np.concatenate([row[0] for row in rows], axis=variable.dims.index(Y))  # type: ignore[arg-type]
-            else:
-                data = rows[0][0]
+            with combining_variable(key):
+                if X in variable.dims:
+                    x_axis = variable.dims.index(X)
+                    rows = [[np.concatenate(row, axis=x_axis)] for row in rows]  # type: ignore[arg-type]
+                else:
+                    rows = [[row[0]] for row in rows]
+                if Y in variable.dims:
+                    data = np.concatenate([row[0] for row in rows], axis=variable.dims.index(Y))  # type: ignore[arg-type]
+                else:
+                    data = rows[0][0]
             attrs = common_attributes([part.var_attrs[key] for part in parts])
         elif key in (X, Y):
             pieces = grid[0] if key == X else [row[0] for row in grid]

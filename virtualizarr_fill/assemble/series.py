@@ -31,6 +31,8 @@ from virtualizarr.manifests import ManifestArray
 
 from virtualizarr_fill.assemble.parts import FilePart, common_attributes
 from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.fill.attributes import with_array_fill_attributes
+from virtualizarr_fill.fill.conflicts import combining_variable
 
 
 def _names(parts: Sequence[FilePart], indices: Sequence[int], limit: int = 3) -> str:
@@ -174,12 +176,13 @@ def combine_parts(
         if isinstance(variable.data, ManifestArray):
             arrays = [part.arrays[key] for part in parts]
             attrs = common_attributes([part.var_attrs[key] for part in parts])
-            if new_dim:
-                data: Any = np.stack(arrays, axis=0)  # type: ignore[call-overload]
-                dims: tuple[Hashable, ...] = (dim, *variable.dims)
-            else:
-                data = np.concatenate(arrays, axis=variable.dims.index(dim))  # type: ignore[arg-type]
-                dims = variable.dims
+            with combining_variable(key):
+                if new_dim:
+                    data: Any = np.stack(arrays, axis=0)  # type: ignore[call-overload]
+                    dims: tuple[Hashable, ...] = (dim, *variable.dims)
+                else:
+                    data = np.concatenate(arrays, axis=variable.dims.index(dim))  # type: ignore[arg-type]
+                    dims = variable.dims
         elif all(key in part.coords for part in parts) and not new_dim:
             coordinates = [part.coords[key] for part in parts]
             data = np.concatenate([c.values for c in coordinates])
@@ -227,10 +230,12 @@ def assembled(
     """A dataset of ``variables`` in ``template``'s order and roles (coordinates stay
     coordinates), with the attributes the files agree on."""
     coord_names = set(template.coords)
-    return xr.Dataset(
-        {n: v for n, v in variables.items() if n not in coord_names},
-        coords={n: v for n, v in variables.items() if n in coord_names},
-        attrs=common_attributes([part.attributes for part in parts]),
+    return with_array_fill_attributes(
+        xr.Dataset(
+            {n: v for n, v in variables.items() if n not in coord_names},
+            coords={n: v for n, v in variables.items() if n in coord_names},
+            attrs=common_attributes([part.attributes for part in parts]),
+        )
     )
 
 

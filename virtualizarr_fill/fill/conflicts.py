@@ -54,6 +54,21 @@ def _same_fill(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
 _ON_CONFLICT: contextvars.ContextVar[OnConflict] = contextvars.ContextVar(
     "virtualizarr_fill_on_conflict", default="error"
 )
+# The variable being combined, for messages: np.concatenate sees arrays, not names.
+_VARIABLE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "virtualizarr_fill_variable", default=None
+)
+
+
+@contextlib.contextmanager
+def combining_variable(name: str) -> Iterator[None]:
+    """Name variable ``name`` in the fill-conflict messages of the combinations made
+    inside this context (the combiners wrap each variable's ``np.concatenate``)."""
+    token = _VARIABLE.set(name)
+    try:
+        yield
+    finally:
+        _VARIABLE.reset(token)
 
 
 @contextlib.contextmanager
@@ -105,8 +120,9 @@ def combine_fills(
         [describe(i) for i in range(len(metadatas))],
         first.data_type.to_native_dtype(),
         on_conflict=_ON_CONFLICT.get(),
+        name=_VARIABLE.get(),
     )
     return combined.fill_value, combined.attributes
 
 
-__all__ = ["FILL_ATTRIBUTES", "combine_fills", "fill_conflicts"]
+__all__ = ["FILL_ATTRIBUTES", "combine_fills", "combining_variable", "fill_conflicts"]

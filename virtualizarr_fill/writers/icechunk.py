@@ -32,6 +32,7 @@ from zarr.core.sync import sync
 from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges, is_rectilinear
 from virtualizarr_fill.concat import concatenation_metadata
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
+from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
 from virtualizarr_fill.manifests import upstream
 
@@ -326,6 +327,7 @@ def to_icechunk(
         axes, fill values), before anything is written.
     """
     writer = upstream.icechunk_writer
+    data = with_array_fill_attributes(data)
     if isinstance(data, xr.DataTree):
         if group is not None:
             raise ValueError("group applies to datasets; write a subtree instead")

@@ -26,6 +26,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from virtualizarr_fill.chunk_grids import chunk_grid, is_rectilinear
 from virtualizarr_fill.codec_chains import edge_handling_of
 from virtualizarr_fill.errors import UnsupportedFeatureError
+from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.manifests import upstream
 
 
@@ -163,6 +164,7 @@ def to_kerchunk(
     virtualizarr_fill.UnsupportedFeatureError
         ``zarr_format=2`` was asked for a dataset with an array that needs format 3.
     """
+    ds = with_array_fill_attributes(ds)
     needing = _needing_v3(ds)
     if zarr_format is None:
         zarr_format = 3 if needing else 2
