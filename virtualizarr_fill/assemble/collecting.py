@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import xarray as xr
 
-from virtualizarr_fill.assemble.parts import FilePart, Known, compact, file_part, part_dataset
+from virtualizarr_fill.assemble.parts import (
+    FilePart,
+    Known,
+    compact,
+    file_part,
+    loading_times,
+    part_dataset,
+)
 from virtualizarr_fill.assemble.series import check_same_structure
 from virtualizarr_fill.batching import batches
 
@@ -63,6 +70,7 @@ class Collector:
     def add_part(self, part: FilePart) -> None:
         """Check and keep one file's part (as :func:`~.parts.file_part` makes it, with
         this collector's ``decode_times``)."""
+        part = loading_times(part, self.dims, self.new_dim)
         if self._reference is None:
             self._reference = part
             self._combined = part.combined(self.dims, self.new_dim)
