@@ -9,6 +9,7 @@ and their units.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import netCDF4
@@ -21,7 +22,7 @@ from obstore.store import LocalStore
 
 import virtualizarr_fill
 from tests._manifest_builders import icechunk_read, icechunk_repo, icechunk_write
-from virtualizarr_fill import HDF5Parser
+from virtualizarr_fill import HDF5Parser, IncompatibleArraysError
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 
@@ -137,3 +138,81 @@ def test_datetime_variable_written_by_xarray_reads_its_dates(
     np.testing.assert_array_equal(read.obs_time.values, expected.obs_time.values)
     np.testing.assert_array_equal(read.time.values, expected.time.values)
     np.testing.assert_array_equal(read.temp.values, expected.temp.values)
+
+
+def stations(directory: Path, units: list[str]) -> list[Path]:
+    """Files of a 2-D time variable ``last_seen(time, station)`` in each file's own
+    units: too large a variable to be read at combining, so it stays virtual."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k, unit in enumerate(units):
+        path = directory / f"st{k}.nc"
+        with netCDF4.Dataset(path, "w") as ds:
+            ds.createDimension("time", 4)
+            ds.createDimension("station", 2)
+            time = ds.createVariable("time", "f8", ("time",))
+            time.units = "days since 2000-01-01"
+            time[:] = 4 * k + np.arange(4)
+            seen = ds.createVariable("last_seen", "f8", ("time", "station"))
+            seen.units = unit
+            seen[:] = np.zeros((4, 2))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["here", "executor"])
+def test_two_dimensional_times_in_different_units_are_refused(
+    tmp_path: Path, parallel: bool
+) -> None:
+    days, hours = "days since 2000-01-01", "hours since 1990-01-01"
+    paths = stations(tmp_path, [days, days, hours])
+    urls = [f"file://{p}" for p in paths]
+    executor = ThreadPoolExecutor(3) if parallel else None
+    try:
+        with pytest.raises(IncompatibleArraysError) as refused:
+            virtualizarr_fill.open_virtual_series(
+                urls, REGISTRY, HDF5Parser(), "time", executor=executor
+            )
+    finally:
+        if executor is not None:
+            executor.shutdown()
+    message = str(refused.value)
+    assert "'last_seen'" in message
+    assert urls[2] in message and urls[0] in message
+    assert "'hours since 1990-01-01'" in message and "'days since 2000-01-01'" in message
+    # the same units everywhere combine, and read back the files' dates
+    same = stations(tmp_path / "same", ["days since 2000-01-01"] * 3)
+    read = series_read_back(tmp_path, same)
+    np.testing.assert_array_equal(read.last_seen.values, native(same).last_seen.values)
+    assert read.last_seen.dtype == np.dtype("datetime64[ns]")
+
+
+def test_decode_times_false_combines_the_stored_numbers(tmp_path: Path) -> None:
+    days, hours = "days since 2000-01-01", "hours since 1990-01-01"
+    paths = stations(tmp_path, [days, hours, days])
+    series = virtualizarr_fill.open_virtual_series(
+        [f"file://{p}" for p in paths], REGISTRY, HDF5Parser(), "time", decode_times=False
+    )
+    assert "units" not in series.last_seen.attrs  # the files disagree: dropped, as xarray does
+    assert series.last_seen.shape == (12, 2)
+
+
+def test_on_a_dask_cluster_times_are_read_and_refused_alike(
+    tmp_path: Path, local_cluster: object
+) -> None:
+    from distributed import Client
+
+    weeks = bounded_weeks(tmp_path / "weeks", WEEKS)
+    days, hours = "days since 2000-01-01", "hours since 1990-01-01"
+    refused_files = stations(tmp_path / "stations", [days, days, hours])
+    with Client(local_cluster) as client:
+        read = series_read_back(tmp_path, weeks, executor=client)
+        with pytest.raises(IncompatibleArraysError, match="'last_seen' holds times in 'hours"):
+            virtualizarr_fill.open_virtual_series(
+                [f"file://{p}" for p in refused_files],
+                REGISTRY,
+                HDF5Parser(),
+                "time",
+                executor=client,
+            )
+    np.testing.assert_array_equal(read.time_bnds.values, native(weeks).time_bnds.values)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import virtualizarr_fill
-from tests.assemble.test_time_units import WEEKS, bounded_weeks, native, observed
-from virtualizarr_fill.cli import EXIT_OK, main
+from tests.assemble.test_time_units import WEEKS, bounded_weeks, native, observed, stations
+from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, main
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
@@ -64,3 +64,17 @@ def test_build_reads_an_xarray_datetime_variable_and_verifies(
     code, out, err = _run(capsys, "verify", repo, "--against", *paths)
     assert code == EXIT_OK, out + err
     assert "all equal" in out
+
+
+def test_build_refuses_times_it_cannot_read_in_one_set_of_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = stations(tmp_path, ["days since 2000-01-01", "hours since 1990-01-01"])
+    repo = tmp_path / "st.icechunk"
+    code, _, err = _run(capsys, "build", *paths, "--concat-dim", "time", "--out", repo)
+    assert code == EXIT_BAD_INPUT, err
+    lines = [line for line in err.splitlines() if line.startswith("virtualizarr-fill: error:")]
+    assert len(lines) == 1, err
+    assert "'last_seen'" in lines[0] and "'hours since 1990-01-01'" in lines[0]
+    assert paths[0].name in lines[0] and paths[1].name in lines[0]
+    assert not repo.exists()
