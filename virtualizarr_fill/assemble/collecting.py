@@ -23,9 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 import xarray as xr
 
-from virtualizarr_fill.assemble.parts import FilePart, Known, compact, file_part, part_dataset
+from virtualizarr_fill.assemble.parts import (
+    FilePart,
+    Known,
+    bounds_of,
+    compact,
+    file_part,
+    loading_times,
+    part_dataset,
+    time_encoding,
+)
 from virtualizarr_fill.assemble.series import check_same_structure
 from virtualizarr_fill.batching import batches
+from virtualizarr_fill.errors import IncompatibleArraysError
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
@@ -55,6 +65,8 @@ class Collector:
         self.parts: list[FilePart] = []
         self._reference: FilePart | None = None
         self._combined: list[str] = []
+        #: The first file's time encodings of the combined virtual variables.
+        self._encodings: dict[str, tuple[Any, Any]] | None = None
 
     def add(self, store: FileManifestStore) -> None:
         """Check and keep one parsed file."""
@@ -63,10 +75,12 @@ class Collector:
     def add_part(self, part: FilePart) -> None:
         """Check and keep one file's part (as :func:`~.parts.file_part` makes it, with
         this collector's ``decode_times``)."""
+        part = loading_times(part, self.dims, self.new_dim)
         if self._reference is None:
             self._reference = part
             self._combined = part.combined(self.dims, self.new_dim)
         check_same_structure(self._reference, part, self.dims)
+        self._check_time_encodings(part)
         self.parts.append(compact(part, self._reference, self._combined, self.dims))
 
     def merge(self, other: Collector) -> Collector:
@@ -81,17 +95,58 @@ class Collector:
             self.parts.extend(other.parts)
             return self
         check_same_structure(self._reference, other._reference, self.dims)
+        self._check_time_encodings(other._reference)
         known: Known = {}
         self.parts.extend(
             compact(part, self._reference, self._combined, self.dims, known) for part in other.parts
         )
         return self
 
+    def _check_time_encodings(self, part: FilePart) -> None:
+        """Refuse a file whose combined virtual variables hold times in other units or
+        calendar than the first file's: its stored numbers would be read with the first
+        file's units (xarray's ``drop_conflicts`` would drop a variable's own ``units``
+        and leave raw numbers; a bounds variable takes its coordinate's, the first
+        file's), wrong dates either way. The small ones were loaded instead
+        (:func:`~.parts.loading_times`); the encodings of the first file are looked
+        up once."""
+        reference = self._reference
+        assert reference is not None
+        if part is reference or self.decode_times is False:
+            return
+        if self._encodings is None:
+            bounds = bounds_of(reference.var_attrs)
+            self._encodings = {
+                name: encoding
+                for name in self._combined
+                if (encoding := time_encoding(reference.var_attrs, name, bounds)) is not None
+            }
+        if not self._encodings:
+            return
+        bounds = bounds_of(part.var_attrs)
+        for name, expected in self._encodings.items():
+            found = time_encoding(part.var_attrs, name, bounds)
+            if found != expected:
+                raise IncompatibleArraysError(
+                    f"{name!r} holds times in {_described(found)} in {part.url} and in "
+                    f"{_described(expected)} in {reference.url}: a virtual variable cannot "
+                    "read numbers stored in different units as one; rewrite the files so "
+                    f"that {name!r} has one 'units' and 'calendar' in all of them (with "
+                    f"xarray: encoding={{{name!r}: {{'units': ...}}}})"
+                )
+
     def template(self) -> xr.Dataset:
         """The first file's virtual dataset."""
         if self._reference is None:
             raise ValueError("no files to combine")
         return part_dataset(self._reference)
+
+
+def _described(encoding: tuple[Any, Any] | None) -> str:
+    if encoding is None:
+        return "no time units"
+    units, calendar = encoding
+    return f"{units!r}" + (f" (calendar {calendar!r})" if calendar is not None else "")
 
 
 def merge_collectors(*collectors: Collector) -> Collector:

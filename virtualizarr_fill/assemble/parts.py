@@ -2,13 +2,14 @@
 
 Combining N files through xarray (``open_virtual_mfdataset``, ``xr.combine_nested``)
 builds N Datasets, each with its coordinates decoded and indexed, and aligns them: most
-of the time of building a store from many small files. :class:`FilePart` keeps only
-what :mod:`.series` and :mod:`.mosaic` use: each array as the file's virtual variable
-would wrap it, with its dimensions and attributes; the decoded 1-D dimension
-coordinates; the dataset's attributes. Once checked against the first file,
-:func:`compact` keeps of a file only what the combination takes from it (the manifests
-of the variables being combined, their coordinates), sharing everything equal to the
-first file's, so that memory grows with the chunk references, not with the files'
+of the time of building a store from many small files. :class:`FilePart` keeps only what
+:mod:`.series` and :mod:`.mosaic` use: each array as the file's virtual variable would
+wrap it, with its dimensions and attributes; the decoded 1-D dimension coordinates; its
+small time variables decoded (each file's stored times may be in units of its own, which
+a virtual variable cannot follow); the dataset's attributes. Once checked against the
+first file, :func:`compact` keeps of a file only what the combination takes from it (the
+manifests of the variables being combined, their coordinates), sharing everything equal
+to the first file's, so that memory grows with the chunk references, not with the files'
 metadata. The first file's part is also built into its full Dataset
 (:func:`part_dataset`), whose structure the result takes.
 """
@@ -47,6 +48,12 @@ class FilePart:
     coords: dict[str, xr.Variable] = field(default_factory=dict)
     #: Names of the arrays that are coordinates of the file's dataset.
     coord_names: frozenset[str] = frozenset()
+    #: Variables stored as CF times in units of their file (1-D ones with their own
+    #: ``units``, and the bounds of a time coordinate, with its), decoded, with values in
+    #: memory: a combination along their first dimension takes these instead of the
+    #: virtual arrays (:func:`loading_times`), since the files' stored numbers in
+    #: different units cannot share one ``units`` attribute.
+    times: dict[str, xr.Variable] = field(default_factory=dict)
 
     def combined(self, dims: Sequence[str], new_dim: bool) -> list[str]:
         """The virtual variables a combination along ``dims`` concatenates (stacking
@@ -104,6 +111,40 @@ def _decode(name: str, variable: xr.Variable, decode_times: bool | None) -> xr.V
     return xr.conventions.decode_cf_variable(name, variable, **options)
 
 
+def is_time_units(units: Any) -> bool:
+    """Whether xarray decodes ``units`` as CF times ("<unit> since <date>")."""
+    return isinstance(units, str) and "since" in units
+
+
+def bounds_of(var_attrs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """The bounds variables of time coordinates, each with its coordinate: xarray
+    decodes a ``bounds`` variable with its coordinate's ``units`` and ``calendar``
+    where it has none of its own (``conventions._update_bounds_attributes``; it does
+    not do so for ``climatology``)."""
+    found: dict[str, str] = {}
+    for name, attrs in var_attrs.items():
+        bounds = attrs.get("bounds")
+        if isinstance(bounds, str) and bounds in var_attrs and is_time_units(attrs.get("units")):
+            found[bounds] = name
+    return found
+
+
+def time_encoding(
+    var_attrs: Mapping[str, Mapping[str, Any]], name: str, bounds: Mapping[str, str]
+) -> tuple[Any, Any] | None:
+    """The ``(units, calendar)`` xarray decodes the stored numbers of ``name`` with
+    (``bounds`` from :func:`bounds_of`), or None for a variable it does not decode as
+    times."""
+    attrs = dict(var_attrs[name])
+    if name in bounds:
+        coordinate = var_attrs[bounds[name]]
+        attrs.setdefault("units", coordinate["units"])
+        if "calendar" in coordinate:
+            attrs.setdefault("calendar", coordinate["calendar"])
+    units = attrs.get("units")
+    return (units, attrs.get("calendar")) if is_time_units(units) else None
+
+
 def dataset_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes of a file's virtual dataset: its group's, less those xarray
     consumes (``coordinates``, and netCDF-C's own ``_nc*``)."""
@@ -146,7 +187,13 @@ def file_part(store: FileManifestStore, *, decode_times: bool | None = None) -> 
         for name, array in group.arrays.items()
         if _may_be_dimension_coordinate(name, part.dims[name], array.dtype)
     }
-    for name, variable in loaded_variables(store, candidates).items():
+    bounds = bounds_of(part.var_attrs)
+    times = _time_variables(part, bounds, candidates) if decode_times is not False else []
+    # one pass over the file for the coordinates and the times
+    loaded = loaded_variables(store, {**candidates, **{n: group.arrays[n] for n in times}})
+    for name in times:
+        part.times[name] = _decoded_time(name, loaded.pop(name), part, bounds)
+    for name, variable in loaded.items():
         decoded = _decode(name, variable, decode_times)
         # a netCDF character array is a dimension coordinate once its characters are
         # joined (as VirtualiZarr decides, on the decoded variables)
@@ -155,6 +202,50 @@ def file_part(store: FileManifestStore, *, decode_times: bool | None = None) -> 
             part.coords[name] = decoded.load()
     part.coord_names = frozenset(coord_names)
     return part
+
+
+def _time_variables(
+    part: FilePart, bounds: Mapping[str, str], coordinates: Mapping[str, Any]
+) -> list[str]:
+    """The file's variables in time units of their own or of the coordinate they bound
+    that :attr:`FilePart.times` holds: 1-D ones, and bounds along their dimension
+    coordinate (two values per coordinate value), as small as the coordinates."""
+    chosen = []
+    for name, dims in part.dims.items():
+        if name in coordinates or time_encoding(part.var_attrs, name, bounds) is None:
+            continue
+        if name in bounds:
+            if len(dims) == 2 and dims[0] == bounds[name] and bounds[name] in coordinates:
+                chosen.append(name)
+        elif len(dims) == 1:
+            chosen.append(name)
+    return chosen
+
+
+def _decoded_time(
+    name: str, variable: xr.Variable, part: FilePart, bounds: Mapping[str, str]
+) -> xr.Variable:
+    if name in bounds:  # decoded as xarray decodes bounds: with the coordinate's units
+        coordinate = part.var_attrs[bounds[name]]
+        variable.attrs.setdefault("units", coordinate["units"])
+        if "calendar" in coordinate:
+            variable.attrs.setdefault("calendar", coordinate["calendar"])
+    decoded = _decode(name, variable, None).load()
+    # the combined values are written anew: the file's chunking is no longer theirs
+    decoded.encoding.pop("chunks", None)
+    decoded.encoding.pop("preferred_chunks", None)
+    return decoded
+
+
+def loading_times(part: FilePart, dims: Sequence[str], new_dim: bool) -> FilePart:
+    """``part`` as a combination along ``dims`` takes it: its :attr:`FilePart.times`
+    that are concatenated along their first dimension become loaded variables (like its
+    coordinates; read back, each file's values are those of its own units), the others
+    stay virtual (stacking along a new dimension keeps each file's numbers apart)."""
+    if not part.times:
+        return part
+    along = {} if new_dim else {n: v for n, v in part.times.items() if v.dims[0] in dims}
+    return dataclasses.replace(part, coords={**part.coords, **along}, times={})
 
 
 def _may_be_dimension_coordinate(name: str, dims: tuple[str, ...], dtype: np.dtype) -> bool:
@@ -180,8 +271,13 @@ def part_dataset(part: FilePart) -> xr.Dataset:
         coord_names=[n for n in part.coord_names if n in part.arrays],
         attrs=dict(part.attributes),
     )
-    loadable = xr.Dataset(coords=dict(part.coords), attrs=dict(part.attributes))
-    return replace_virtual_with_loadable_vars(fully_virtual, loadable, None)
+    roles = part.coord_names
+    loadable = xr.Dataset(
+        {n: v for n, v in part.coords.items() if n not in roles},
+        coords={n: v for n, v in part.coords.items() if n in roles},
+        attrs=dict(part.attributes),
+    )
+    return replace_virtual_with_loadable_vars(fully_virtual, loadable, list(part.coords))
 
 
 #: Array metadata fields compared first (cheap, and where files differ); zarr's own
@@ -320,9 +416,13 @@ def common_attributes(attribute_sets: Sequence[Mapping[Any, Any]]) -> dict[Hasha
 
 __all__ = [
     "FilePart",
-    "part_dataset",
+    "bounds_of",
     "common_attributes",
     "compact",
     "dataset_attributes",
     "file_part",
+    "is_time_units",
+    "loading_times",
+    "part_dataset",
+    "time_encoding",
 ]

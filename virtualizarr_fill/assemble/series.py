@@ -144,7 +144,7 @@ def check_same_structure(reference: FilePart, part: FilePart, dims: Sequence[str
                 f"{reference.url} has {reference.dims[name]}"
             )
     for name, coordinate in reference.coords.items():
-        if name in dims:
+        if set(dims).intersection(coordinate.dims):
             continue
         other = part.coords.get(name)
         if other is None or not _same_values(coordinate, other):
