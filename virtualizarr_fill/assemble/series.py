@@ -22,7 +22,10 @@ series (names of the files in every message):
 
 from __future__ import annotations
 
+import datetime
+from collections import Counter
 from collections.abc import Hashable, Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -55,6 +58,88 @@ def _step(values: np.ndarray) -> Any:
     return first if np.all(steps == first) else None
 
 
+def _zero(step: Any) -> Any:
+    """The zero of ``step``'s type: a ``timedelta64`` keeps its unit, and the difference
+    of two cftime dates (decoded in an object array) is a ``datetime.timedelta``, which
+    compares with another timedelta, not with the integer 0."""
+    return step * 0
+
+
+def _same_step(a: Any, b: Any, kind: str, scale: float) -> bool:
+    if kind in "fc":
+        return bool(np.isclose(a, b, rtol=1e-9, atol=1e-9 * scale))
+    return bool(a == b)
+
+
+def _whole_multiple(difference: Any, step: Any, kind: str) -> bool:
+    """Whether ``difference`` is two or more ``step`` in the same direction."""
+    ratio = float(difference / step)
+    if kind in "fc":
+        return ratio > 1.5 and bool(np.isclose(ratio, np.round(ratio), rtol=0, atol=1e-6))
+    return ratio > 1.5 and bool(difference % step == _zero(step))
+
+
+def _single_value_spacing(starts: list[Any], kind: str) -> Any:
+    """The spacing of files that hold one value each, or None where it is not clearly
+    regular: the most common difference between consecutive files (the smallest of the
+    most common), if at least half of the differences are it and every other difference
+    is a whole multiple of it (files missing). Monthly files, whose differences are 28
+    to 31 days, are irregular by design, not gapped."""
+    if len(starts) < 3:
+        return None
+    differences = [after - before for before, after in pairwise(starts)]
+    scale = max(max(abs(float(v)) for v in starts), 1.0) if kind in "fc" else 1.0
+    if kind in "fc":  # nearly equal floats counted together
+        keys = [round(float(d) / (1e-9 * scale)) for d in differences]
+    else:
+        keys = list(differences)
+    counts = Counter(keys)
+    most = max(counts.values())
+    key = min((k for k, n in counts.items() if n == most), key=abs)
+    spacing = differences[keys.index(key)]
+    if spacing == _zero(spacing):
+        return None
+    matching = sum(_same_step(d, spacing, kind, scale) for d in differences)
+    if 2 * matching < len(differences):
+        return None
+    others = [d for d in differences if not _same_step(d, spacing, kind, scale)]
+    if all(_whole_multiple(d, spacing, kind) for d in others):
+        return spacing
+    return None
+
+
+def _spacing(values: list[np.ndarray], kind: str) -> Any:
+    """The spacing the ordered files' coordinates (``values``) must keep between files,
+    or None: the step of the files holding several values, where they all have one step
+    (files holding one value then continue it, as files appended to a regular series
+    do), else, where every file holds one value, :func:`_single_value_spacing`."""
+    several = [v for v in values if v.size > 1]
+    if several:
+        steps = [_step(v) for v in several]
+        if any(s is None for s in steps) or len({repr(s) for s in steps}) != 1:
+            return None
+        return steps[0]
+    return _single_value_spacing([v[0] for v in values], kind)
+
+
+def readable(value: Any) -> str:
+    """``value`` (a coordinate value or step) as a message shows it: a timedelta in
+    days, hours, minutes or seconds rather than numpy's nanoseconds, a datetime64 without
+    its trailing zeros."""
+    import pandas as pd
+
+    if isinstance(value, np.timedelta64 | datetime.timedelta):
+        delta = pd.Timedelta(value)
+        for unit, name in (("D", "days"), ("h", "hours"), ("min", "minutes"), ("s", "seconds")):
+            count, rest = divmod(delta, pd.Timedelta(1, unit))
+            if rest == pd.Timedelta(0):
+                return f"{count} {name[:-1] if abs(count) == 1 else name}"
+        return str(delta)
+    if isinstance(value, np.datetime64):
+        return str(pd.Timestamp(value))
+    return str(value)
+
+
 def order_parts(parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False) -> list[FilePart]:
     """The files in the order of their coordinate along ``dim`` (as given where they have
     none), checked for overlaps and gaps (see the module docstring)."""
@@ -72,40 +157,39 @@ def order_parts(parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False
     ordered_values = [values[i] for i in order]
     for values_i, part in zip(ordered_values, ordered, strict=True):
         inner = np.diff(values_i) if values_i.size > 1 else np.array([])
-        zero = np.zeros((), dtype=inner.dtype)  # typed: a timedelta compares with its unit
-        if inner.size and not (np.all(inner < zero) if descending else np.all(inner > zero)):
+        if not inner.size:
+            continue
+        zero = _zero(inner[0])
+        if not (np.all(inner < zero) if descending else np.all(inner > zero)):
             raise IncompatibleArraysError(
                 f"{part.url}: its {dim!r} coordinate is not monotonic in the direction of "
                 f"{ordered[0].url}'s"
             )
-    steps = [_step(v) for v in ordered_values]
-    regular = all(s is not None for s in steps) and len({repr(s) for s in steps}) == 1
+    kind = ordered_values[0].dtype.kind
+    spacing = None if allow_gaps else _spacing(ordered_values, kind)
     for i in range(1, len(ordered)):
         before, after = ordered_values[i - 1][-1], ordered_values[i][0]
         step = (after - before) if not descending else (before - after)
-        if ordered_values[i - 1].size == 1 and ordered_values[i].size == 1 and step == step * 0:
+        if ordered_values[i - 1].size == 1 and ordered_values[i].size == 1 and step == _zero(step):
             raise IncompatibleArraysError(
-                f"{ordered[i - 1].url} and {ordered[i].url} have the same {dim} ({before}): "
-                f"a virtual dataset takes one file per {dim}"
+                f"{ordered[i - 1].url} and {ordered[i].url} have the same {dim} "
+                f"({readable(before)}): a virtual dataset takes one file per {dim}"
             )
-        if not step > step * 0:  # overlap or duplicate (works for datetimes too)
+        if not step > _zero(step):  # overlap or duplicate
             raise IncompatibleArraysError(
                 f"{ordered[i - 1].url} and {ordered[i].url} overlap along {dim!r} "
-                f"({before} and {after}): a virtual dataset cannot hold both"
+                f"({readable(before)} and {readable(after)}): a virtual dataset cannot hold both"
             )
-        if regular and not allow_gaps:
-            spacing = steps[0]
+        if spacing is not None:
             expected = before + spacing
             gap = (
                 not np.isclose(after, expected, rtol=1e-9, atol=1e-9 * max(abs(float(after)), 1.0))
-                if ordered_values[i].dtype.kind in "fc"
+                if kind in "fc"
                 else after != expected
             )
             if gap:
                 pixels = (after - before) / spacing
-                if ordered_values[i].dtype.kind in "fc" and not np.isclose(
-                    pixels, np.round(pixels), atol=1e-6
-                ):
+                if kind in "fc" and not np.isclose(pixels, np.round(pixels), atol=1e-6):
                     raise IncompatibleArraysError(
                         f"{ordered[i].url} is not on the grid of {ordered[i - 1].url} along "
                         f"{dim!r}: it starts {float(pixels) - 1:g} steps of {spacing} after "
@@ -113,8 +197,8 @@ def order_parts(parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False
                     )
                 raise IncompatibleArraysError(
                     f"gap along {dim!r} between {ordered[i - 1].url} and {ordered[i].url}: "
-                    f"{before} is followed by {after}, but the files' spacing is {spacing}; "
-                    "add the missing files (or allow gaps)"
+                    f"{readable(before)} is followed by {readable(after)}, but the files' "
+                    f"spacing is {readable(spacing)}; add the missing files (or allow gaps)"
                 )
     return ordered
 
@@ -245,5 +329,6 @@ __all__ = [
     "combine_parts",
     "leading",
     "order_parts",
+    "readable",
     "whole_chunk",
 ]
