@@ -526,3 +526,97 @@ def test_append_in_a_fresh_process_to_a_rectilinear_series(tmp_path: Path) -> No
     ds = virtualizarr_fill.open_icechunk(repo).load()
     expected = xr.open_mfdataset(days, engine="h5netcdf", combine="by_coords").load()
     xr.testing.assert_equal(ds["t2m"], expected["t2m"])
+
+
+# ------------------------------------------------------------- calendars, single steps
+
+
+@pytest.mark.parametrize("calendar", ["noleap", "360_day"])
+def test_series_in_a_model_calendar_reads_back_as_xarrays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], calendar: str
+) -> None:
+    """CMIP-like files in a noleap or 360-day calendar, each counting time from its own
+    start: the store reads back as ``xr.open_mfdataset`` reads the files."""
+    from tests.assemble.test_series_spacing import calendar_files, native_series
+
+    paths = calendar_files(tmp_path / "data", calendar, [0, 6, 12, 18])
+    repo = tmp_path / "tas.icechunk"
+    code, _, err = _run(capsys, "build", *paths[::-1], "--concat-dim", "time", "--out", repo)
+    assert code == EXIT_OK, err
+    ds = virtualizarr_fill.open_icechunk(repo).load()
+    expected = native_series(paths)
+    assert ds.time.values[0].calendar == calendar
+    np.testing.assert_array_equal(ds.time.values, expected.time.values)
+    xr.testing.assert_equal(ds.tas, expected.tas)
+
+    gapped = [*paths[:2], paths[3]]
+    code, _, err = _run(
+        capsys, "build", *gapped, "--concat-dim", "time", "--out", tmp_path / "g.icechunk"
+    )
+    line = _error_line(err)
+    assert code == EXIT_BAD_INPUT
+    assert "gap along 'time'" in line and "tas_0006.nc and " in line and "tas_0018.nc" in line
+
+
+def test_daily_files_of_one_step_refuse_a_missing_day(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daily archive of the documentation: one step a file, day 5 missing."""
+    from tests.assemble.test_series_spacing import single_step_files
+
+    days = [pd.Timestamp(f"2024-01-{d:02d}") for d in (1, 2, 3, 4, 6, 7)]
+    paths = single_step_files(tmp_path / "daily", days)
+    repo = tmp_path / "daily.icechunk"
+    code, _, err = _run(capsys, "build", *paths, "--concat-dim", "time", "--out", repo)
+    line = _error_line(err)
+    assert code == EXIT_BAD_INPUT
+    assert "gap along 'time' between" in line
+    assert "day_20240104.nc and " in line and "day_20240106.nc" in line
+    assert "spacing is 1 day;" in line and "nanoseconds" not in line
+    assert not repo.exists()
+
+    code, _, err = _run(
+        capsys, "build", *paths, "--concat-dim", "time", "--out", repo, "--allow-gaps"
+    )
+    assert code == EXIT_OK, err
+    expected = xr.open_mfdataset(paths, engine="h5netcdf", combine="by_coords").load()
+    xr.testing.assert_equal(virtualizarr_fill.open_icechunk(repo).load().v, expected.v)
+
+
+@pytest.mark.parametrize("new", [[6], [5, 6]], ids=["gap", "overlap"])
+def test_append_of_one_step_files_names_the_new_file_at_fault(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], new: list[int]
+) -> None:
+    """A store of days 1 to 4 (one step a file): appending day 6 leaves a gap, and
+    appending a copy of day 4 under another name overlaps; the refusal names the new
+    file, not "the new files"."""
+    from tests.assemble.test_series_spacing import single_step_files
+
+    days = [pd.Timestamp(f"2024-01-{d:02d}") for d in range(1, 7)]
+    paths = single_step_files(tmp_path / "daily", days)
+    repo = tmp_path / "daily.icechunk"
+    code, _, err = _run(capsys, "build", *paths[:4], "--concat-dim", "time", "--out", repo)
+    assert code == EXIT_OK, err
+    before = _snapshots(repo)
+    if new == [6]:
+        appended = [paths[5]]
+        fault, message = "day_20240106.nc", "gap along 'time'"
+    else:
+        copy = tmp_path / "late" / "day_copy.nc"
+        copy.parent.mkdir()
+        copy.write_bytes(paths[3].read_bytes())
+        appended = [copy, paths[4]]
+        fault, message = "day_copy.nc", "overlap along 'time'"
+    code, _, err = _run(capsys, "build", *appended, "--out", repo, "--append")
+    line = _error_line(err)
+    assert code == EXIT_BAD_INPUT
+    assert message in line and fault in line and "the new files" not in line
+    if new == [6]:
+        assert "spacing is 1 day;" in line
+    assert _snapshots(repo) == before
+
+    code, _, err = _run(capsys, "build", paths[4], "--out", repo, "--append")
+    assert code == EXIT_OK, err
+    stored = virtualizarr_fill.open_icechunk(repo).load()
+    expected = xr.open_mfdataset(paths[:5], engine="h5netcdf", combine="by_coords").load()
+    xr.testing.assert_equal(stored.v, expected.v)

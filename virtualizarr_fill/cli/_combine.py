@@ -190,12 +190,20 @@ class Combination:
             return combine_parts(template, parts, plan.dim, new_dim=plan.mode == "stack")
 
 
-def check_append(stored: xr.Dataset, new: xr.Dataset, plan: Plan, where: str) -> None:
+def check_append(
+    stored: xr.Dataset,
+    new: xr.Dataset,
+    plan: Plan,
+    where: str,
+    new_parts: Sequence[FilePart] = (),
+) -> None:
     """Refuse new files that cannot continue the stored dataset along the plan's
     dimension: other variables or dimensions, or coordinates that do not follow the
-    stored ones (overlapping, before them, or leaving a gap)."""
+    stored ones (overlapping, before them, or leaving a gap). ``new_parts``, the new
+    files' parts, let a refusal name the file at fault (else "the new files"); the
+    stored coordinate's spacing, where it is regular, is the one they must continue."""
     from virtualizarr_fill.assemble import FilePart
-    from virtualizarr_fill.assemble.series import order_parts
+    from virtualizarr_fill.assemble.series import order_parts, readable
 
     dim = plan.dim
     assert dim is not None
@@ -216,16 +224,21 @@ def check_append(stored: xr.Dataset, new: xr.Dataset, plan: Plan, where: str) ->
         return
 
     def part(url: str, coordinate: Any) -> FilePart:
-        return FilePart(url, {}, {}, {}, {}, coords={dim: coordinate.variable.load()})
+        return FilePart(url, {}, {}, {}, {}, coords={dim: coordinate})
 
-    before = part(where, stored[dim])
-    after = part("the new files", new[dim])
+    before = part(where, stored[dim].variable.load())
+    if new_parts and all(dim in p.coords for p in new_parts):
+        after = [part(display(p.url), p.coords[dim]) for p in new_parts]
+    else:
+        after = [part("the new files", new[dim].variable.load())]
     with combining(f"along {dim!r}"):
-        ordered = order_parts([before, after], dim, allow_gaps=plan.allow_gaps)
+        ordered = order_parts([before, *after], dim, allow_gaps=plan.allow_gaps)
     if ordered[0] is not before:
+        first = ordered[0]
         raise CliError(
-            f"the new files come before the end of {where} along {dim!r} "
-            f"({after.coords[dim].values[0]} < {before.coords[dim].values[-1]}): --append "
-            "adds files after the last stored one; rebuild to insert earlier files",
+            f"the new files come before the end of {where} along {dim!r} ({first.url} "
+            f"starts at {readable(first.coords[dim].values[0])}, before "
+            f"{readable(before.coords[dim].values[-1])}): --append adds files after the "
+            "last stored one; rebuild to insert earlier files",
             EXIT_BAD_INPUT,
         )

@@ -391,7 +391,7 @@ def command_build(args: argparse.Namespace) -> int:
     message = f"{PROG} build: {len(parsed.used)} files {along}".rstrip()
     if args.append:
         assert stored is not None and plan.dim is not None
-        check_append(stored, combined, plan, destination.text)
+        check_append(stored, combined, plan, destination.text, combination.parts())
         message = f"{PROG} build --append: {len(parsed.used)} files {along}"
         snapshot = append_icechunk(combined, parsed.used, repo, plan.dim, message, record)
         written = f"Icechunk repository {destination.text} (snapshot {snapshot}, appended)"
