@@ -620,3 +620,29 @@ def test_append_of_one_step_files_names_the_new_file_at_fault(
     stored = virtualizarr_fill.open_icechunk(repo).load()
     expected = xr.open_mfdataset(paths[:5], engine="h5netcdf", combine="by_coords").load()
     xr.testing.assert_equal(stored.v, expected.v)
+
+
+def test_scene_stacks_are_not_refused_for_a_scene_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Acquisitions every 5 days, the cloudy one of 2024-01-11 left out: a time stack of
+    scenes is irregular by design, built and appended to without --allow-gaps."""
+    import rasterio
+
+    files = _dated_scenes(
+        tmp_path / "scenes", ["20240101", "20240106", "20240116", "20240121", "20240131"]
+    )
+    repo = tmp_path / "stack.icechunk"
+    how = ["--time-from", r"S2_(\d{8})"]
+    code, _, err = _run(capsys, "build", *files[:4], *how, "--out", repo)
+    assert code == EXIT_OK, err
+    code, _, err = _run(capsys, "build", files[4], "--out", repo, "--append")
+    assert code == EXIT_OK, err
+    ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
+    expected_times = pd.to_datetime([p.stem[3:] for p in files]).to_numpy("datetime64[ns]")
+    np.testing.assert_array_equal(ds.time.values, expected_times)
+    natives = []
+    for path in files:
+        with rasterio.open(path) as src:
+            natives.append(src.read())
+    np.testing.assert_array_equal(ds["band_data"].values, np.stack(natives))

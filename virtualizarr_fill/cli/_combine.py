@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,16 +36,23 @@ __all__ = ["Combination", "Plan", "check_append", "combining"]
 @dataclass(frozen=True)
 class Plan:
     """How the files combine: ``mode`` (see the module docstring; ``auto`` until the
-    first file says whether it is a mosaic tile) and the dimension."""
+    first file says whether it is a mosaic tile) and the dimension. ``scenes``: a time
+    stack of scenes (``--time-from``), whose acquisitions are irregular by design (a
+    cloudy scene left out is not a gap), so only overlaps are refused."""
 
     mode: str
     dim: str | None = None
     allow_gaps: bool = False
     on_fill_conflict: str = "error"
+    scenes: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, files: int) -> Plan:
-        options = {"allow_gaps": args.allow_gaps, "on_fill_conflict": args.on_fill_conflict}
+        options: dict[str, Any] = {
+            "allow_gaps": args.allow_gaps,
+            "on_fill_conflict": args.on_fill_conflict,
+            "scenes": getattr(args, "time_from", None) is not None,
+        }
         if args.mosaic:
             if args.concat_dim or args.new_dim:
                 raise CliError("--mosaic places tiles along y and x; drop --concat-dim", EXIT_USAGE)
@@ -54,6 +62,11 @@ class Plan:
         if args.new_dim:
             raise CliError("--new-dim needs --concat-dim DIM (the new dimension)", EXIT_USAGE)
         return cls("single" if files == 1 else "auto", **options)
+
+    @property
+    def gaps_allowed(self) -> bool:
+        """Whether a series may leave gaps: ``--allow-gaps``, or a stack of scenes."""
+        return self.allow_gaps or self.scenes
 
     @property
     def dims(self) -> list[str]:
@@ -69,7 +82,7 @@ class Plan:
         if self.mode != "auto":
             return self
         if X in first.coords and Y in first.coords:
-            return Plan("mosaic", None, self.allow_gaps, self.on_fill_conflict)
+            return dataclasses.replace(self, mode="mosaic")
         raise CliError(
             f"{display(first.url)} is not a georeferenced image, so the files cannot be "
             "placed as a mosaic: say how to combine them with --concat-dim DIM (or "
@@ -186,7 +199,7 @@ class Combination:
                 return combine_tiles(template, tile_grid(parts, allow_gaps=plan.allow_gaps))
             assert plan.dim is not None
             if plan.mode == "series":
-                parts = order_parts(parts, plan.dim, allow_gaps=plan.allow_gaps)
+                parts = order_parts(parts, plan.dim, allow_gaps=plan.gaps_allowed)
             return combine_parts(template, parts, plan.dim, new_dim=plan.mode == "stack")
 
 
@@ -232,7 +245,7 @@ def check_append(
     else:
         after = [part("the new files", new[dim].variable.load())]
     with combining(f"along {dim!r}"):
-        ordered = order_parts([before, *after], dim, allow_gaps=plan.allow_gaps)
+        ordered = order_parts([before, *after], dim, allow_gaps=plan.gaps_allowed)
     if ordered[0] is not before:
         first = ordered[0]
         raise CliError(

@@ -351,7 +351,13 @@ def command_build(args: argparse.Namespace) -> int:
     if args.append:
         repo, record, stored = _append_source(destination)
         known = recorded_inputs(repo)
-        plan = Plan(record.mode, record.dim, record.allow_gaps, record.on_fill_conflict)
+        plan = Plan(
+            record.mode,
+            record.dim,
+            record.allow_gaps,
+            record.on_fill_conflict,
+            scenes="time_from" in record.tiff_options,
+        )
         tiff_options, hdf5_options = record.tiff_options, record.hdf5_options
     elif destination.exists() and not (args.overwrite and destination.local is not None):
         raise CliError(
