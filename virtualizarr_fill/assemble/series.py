@@ -124,8 +124,7 @@ def _spacing(values: list[np.ndarray], kind: str) -> Any:
 
 def readable(value: Any) -> str:
     """``value`` (a coordinate value or step) as a message shows it: a timedelta in
-    days, hours, minutes or seconds rather than numpy's nanoseconds, a datetime64 without
-    its trailing zeros."""
+    days, hours, minutes or seconds rather than numpy's nanoseconds."""
     import pandas as pd
 
     if isinstance(value, np.timedelta64 | datetime.timedelta):
@@ -135,8 +134,6 @@ def readable(value: Any) -> str:
             if rest == pd.Timedelta(0):
                 return f"{count} {name[:-1] if abs(count) == 1 else name}"
         return str(delta)
-    if isinstance(value, np.datetime64):
-        return str(pd.Timestamp(value))
     return str(value)
 
 
