@@ -10,6 +10,7 @@ infinities.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,92 @@ def test_forced_format_2_refusal_for_unwritten_chunks(
     line = _error_line(err)
     assert "unwritten chunks" in line and "--kerchunk-format 3" in line
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- attributes
+
+
+def _inf_attributes(path: Path) -> Path:
+    """A netCDF-4 file whose attributes hold ±inf (as netCDF-C's test files do)."""
+    import netCDF4
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("x", 3)
+        v = ds.createVariable("v", "f4", ("x",))
+        v[:] = [1, 2, 3]
+        ds.valid_range_f = np.array([-np.inf, np.inf], "f4")
+        ds.title = "kept"
+        v.actual_max = np.float32(np.inf)
+        v.units = "K"
+    return path
+
+
+def _assert_same_attributes(
+    ours: dict[str, Any], native: dict[str, Any], left_out: set[str]
+) -> None:
+    for name, expected in native.items():
+        if name in left_out:
+            assert name not in ours, name
+            continue
+        got = ours[name]
+        if isinstance(expected, str):
+            assert got == expected, name
+        else:
+            # JSON has no float32: compare in the file's type (inf stays inf)
+            expected = np.asarray(expected)
+            np.testing.assert_array_equal(np.asarray(got, dtype=expected.dtype), expected, name)
+
+
+@pytest.mark.parametrize("suffix", ["icechunk", "json", "parquet"])
+def test_infinite_attributes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    source = _inf_attributes(tmp_path / "data" / "inf_attr.nc")
+    out = tmp_path / f"out.{suffix}"
+    if suffix == "icechunk":
+        from virtualizarr_fill.writers.attributes import NonFiniteAttributeWarning
+
+        with pytest.warns(NonFiniteAttributeWarning) as caught:
+            code, err = _build(capsys, source, "--out", out)
+        named = sorted(m for w in caught if str(source) in (m := str(w.message)))
+        assert len(named) == 2 and "'actual_max'" in named[0] and "'valid_range_f'" in named[1]
+        left_out = {"actual_max", "valid_range_f"}
+    else:
+        # kerchunk references are read with Python's json, which keeps infinities
+        code, err = _build(capsys, source, "--out", out)
+        left_out = set()
+    assert code == EXIT_OK, err
+    assert_reads_as_h5netcdf(out, source)
+    ours, native = _open(out), xr.open_dataset(source, engine="h5netcdf")
+    _assert_same_attributes(ours.attrs, native.attrs, left_out)
+    _assert_same_attributes(ours.v.attrs, native.v.attrs, left_out)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("suffix", ["icechunk", "json"])
+def test_corpus_infinite_global_attributes(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    source = corpus / "Unidata+netcdf-c/ref_nc_test_netcdf4_4_0.nc"
+    out = tmp_path / f"out.{suffix}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, err = _build(capsys, source, "--out", out)
+    assert code == EXIT_OK, err
+    assert_reads_as_h5netcdf(out, source)
+    # the global attribute Gf and the attribute f of variable i hold -inf and inf
+    left_out = {"Gf", "f"} if suffix == "icechunk" else set()
+    messages = sorted(
+        str(w.message) for w in caught if "NonFiniteAttribute" in type(w.message).__name__
+    )
+    assert len(messages) == len(left_out), messages
+    if left_out:
+        assert any("'Gf' of the root group" in m for m in messages)
+        assert any("'f' of variable 'i'" in m for m in messages)
+        assert all(m.startswith(f"file://{source}: ") for m in messages)
+    ours, native = _open(out), xr.open_dataset(source, engine="h5netcdf")
+    assert np.isinf(native.attrs["Gf"]).sum() == 2 and np.isinf(native.i.attrs["f"]).sum() == 2
+    for got, expected in ((ours.attrs, native.attrs), (ours.i.attrs, native.i.attrs)):
+        numeric = {k: v for k, v in expected.items() if not isinstance(v, bytes | str)}
+        _assert_same_attributes(got, numeric, left_out)

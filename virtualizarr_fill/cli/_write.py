@@ -77,11 +77,13 @@ def write_icechunk(
     """Write into a new Icechunk repository, recording how it was built; the only
     commit happens at the very end. Returns the snapshot id."""
     from virtualizarr_fill.writers import to_icechunk
+    from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 
     repo = create_icechunk_repository(destination, urls)
     session = repo.writable_session("main")
     dataset = dataset.assign_attrs({RECORD_KEY: record.to_attribute()})
-    steps = _write_steps(dataset)
+    # Once for the whole dataset (to_icechunk would warn again for every step).
+    steps = _write_steps(without_non_finite_attributes(dataset))
     with Progress("write", len(steps) + 1, "steps") as progress:
         for index, piece in enumerate(steps):
             to_icechunk(piece, session.store, mode="w-" if index == 0 else "a")

@@ -34,6 +34,7 @@ from virtualizarr_fill.concat import concatenation_metadata
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
 from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 
 if TYPE_CHECKING:
     from icechunk import IcechunkStore
@@ -324,8 +325,21 @@ def to_icechunk(
     virtualizarr_fill.IncompatibleArraysError
         When appended data cannot continue the stored array (codecs, data type, other
         axes, fill values), before anything is written.
+
+    Warns
+    -----
+    NonFiniteAttributeWarning
+        For each attribute holding NaN or ±infinity, which is left out: Icechunk stores
+        cannot hold them (see :mod:`virtualizarr_fill.writers.attributes`).
     """
     writer = upstream.icechunk_writer
+    # Icechunk refuses the whole write over one attribute holding NaN or infinity.
+    if isinstance(data, xr.DataTree):
+        data = data.copy(deep=False)
+        for node in data.subtree:
+            node.dataset = without_non_finite_attributes(node.to_dataset(inherit=False), node.path)
+    else:
+        data = without_non_finite_attributes(data, group or "")
     if isinstance(data, xr.DataTree):
         if group is not None:
             raise ValueError("group applies to datasets; write a subtree instead")
