@@ -326,11 +326,11 @@ def to_icechunk(
         When appended data cannot continue the stored array (codecs, data type, other
         axes, fill values), before anything is written.
 
-    Warns
+    Notes
     -----
-    NonFiniteAttributeWarning
-        For each attribute holding NaN or ±infinity, which is left out: Icechunk stores
-        cannot hold them (see :mod:`virtualizarr_fill.writers.attributes`).
+    Attributes holding NaN or ±infinity are left out, each with a
+    ``NonFiniteAttributeWarning`` naming it and its file: Icechunk stores cannot hold
+    them (see ``virtualizarr_fill.writers.attributes``).
     """
     writer = upstream.icechunk_writer
     # Icechunk refuses the whole write over one attribute holding NaN or infinity.

@@ -151,7 +151,7 @@ def to_kerchunk(
     Takes the arguments of VirtualiZarr's ``vds.vz.to_kerchunk``; in addition it writes
     Zarr format 3 references as parquet, writes Zarr format 2 references that read as
     the netCDF readers read the file (scalars, masks: see
-    :mod:`virtualizarr_fill.writers.kerchunk_v2`), and refuses Zarr format 2 for arrays it
+    ``virtualizarr_fill.writers.kerchunk_v2``), and refuses Zarr format 2 for arrays it
     cannot describe (rectilinear grids, padded edge chunks, unwritten chunks whose header
     fill differs from the fill value format 2 would give them) instead of writing
     references that would read wrong.
@@ -177,9 +177,9 @@ def to_kerchunk(
 
     Raises
     ------
-    ZarrFormat2Error
-        (an ``UnsupportedFeatureError``) ``zarr_format=2`` was asked for a dataset with an
-        array that needs format 3.
+    virtualizarr_fill.UnsupportedFeatureError
+        ``zarr_format=2`` was asked for a dataset with an array that needs format 3 (a
+        ``ZarrFormat2Error``, whose ``problem`` says which array and why).
     """
     needing = _needing_v3(ds)
     if zarr_format is None:
