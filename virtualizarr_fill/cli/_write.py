@@ -77,11 +77,13 @@ def write_icechunk(
     """Write into a new Icechunk repository, recording how it was built; the only
     commit happens at the very end. Returns the snapshot id."""
     from virtualizarr_fill.writers import to_icechunk
+    from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 
     repo = create_icechunk_repository(destination, urls)
     session = repo.writable_session("main")
     dataset = dataset.assign_attrs({RECORD_KEY: record.to_attribute()})
-    steps = _write_steps(dataset)
+    # Once for the whole dataset (to_icechunk would warn again for every step).
+    steps = _write_steps(without_non_finite_attributes(dataset))
     with Progress("write", len(steps) + 1, "steps") as progress:
         for index, piece in enumerate(steps):
             to_icechunk(piece, session.store, mode="w-" if index == 0 else "a")
@@ -128,7 +130,9 @@ def _kerchunk_formats(choice: str, dataset: xr.Dataset) -> list[int]:
     if choice != "auto":
         return [int(choice)]
     # Zarr format 2 references are what most kerchunk readers expect, but only format 3
-    # has rectilinear grids and this package's codecs (truncate, crop, TIFF predictors).
+    # has rectilinear grids and this package's codecs (truncate, crop, TIFF predictors),
+    # and keeps a header fill apart from the CF _FillValue where chunks are unwritten;
+    # to_kerchunk refuses format 2 for those, and the next format is tried.
     return [3] if has_rectilinear(dataset) else [2, 3]
 
 
@@ -138,6 +142,7 @@ def write_kerchunk(
     """Write kerchunk references to ``target``, recording how they were built; returns
     the Zarr format used."""
     from virtualizarr_fill.writers import to_kerchunk
+    from virtualizarr_fill.writers.kerchunk import ZarrFormat2Error
 
     dataset = dataset.assign_attrs({RECORD_KEY: record.to_attribute()})
     formats = _kerchunk_formats(choice, dataset)
@@ -145,18 +150,29 @@ def write_kerchunk(
         for attempt, zarr_format in enumerate(formats):
             try:
                 to_kerchunk(dataset, str(target), kind, zarr_format=zarr_format)  # type: ignore[arg-type]
-            except (UnsupportedFeatureError, ValueError):
+            except (UnsupportedFeatureError, ValueError) as error:
+                if isinstance(error, ZarrFormat2Error) and choice == "2":
+                    # The library's advice names its Python arguments; say it in options.
+                    raise UnsupportedFeatureError(
+                        f"{error.problem}; write Zarr format 3 references instead "
+                        "(--kerchunk-format 3, or leave it at auto) or an Icechunk "
+                        "repository (--out NAME.icechunk)"
+                    ) from error
                 # ValueError: numcodecs has no format 2 codec for one of the codecs.
                 if attempt == len(formats) - 1:
                     raise
                 # What format 2 cannot describe: fall back to format 3 (written afresh).
-                if target.is_dir():
-                    shutil.rmtree(target)
-                target.unlink(missing_ok=True)
+                _remove(target)
                 continue
             progress.advance()
             return zarr_format
     raise AssertionError("unreachable")
+
+
+def _remove(target: Path) -> None:
+    if target.is_dir():
+        shutil.rmtree(target)
+    target.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -35,6 +35,7 @@ from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeature
 from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
 from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 
 if TYPE_CHECKING:
     from icechunk import IcechunkStore
@@ -325,9 +326,22 @@ def to_icechunk(
     virtualizarr_fill.IncompatibleArraysError
         When appended data cannot continue the stored array (codecs, data type, other
         axes, fill values), before anything is written.
+
+    Notes
+    -----
+    Attributes holding NaN or ±infinity are left out, each with a
+    ``NonFiniteAttributeWarning`` naming it and its file: Icechunk stores cannot hold
+    them (see ``virtualizarr_fill.writers.attributes``).
     """
     writer = upstream.icechunk_writer
     data = with_array_fill_attributes(data)
+    # Icechunk refuses the whole write over one attribute holding NaN or infinity.
+    if isinstance(data, xr.DataTree):
+        data = data.copy(deep=False)
+        for node in data.subtree:
+            node.dataset = without_non_finite_attributes(node.to_dataset(inherit=False), node.path)
+    else:
+        data = without_non_finite_attributes(data, group or "")
     if isinstance(data, xr.DataTree):
         if group is not None:
             raise ValueError("group applies to datasets; write a subtree instead")

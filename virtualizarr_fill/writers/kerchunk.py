@@ -3,7 +3,9 @@
 Arrays on rectilinear chunk grids, and arrays whose padded chunks need the truncate or
 crop codec, can only be described by Zarr format 3 metadata. VirtualiZarr writes
 format 3 references as ``dict`` and ``json`` but not as ``parquet``; :func:`to_kerchunk`
-writes all three, choosing format 3 by default where an array needs it.
+writes all three, choosing format 3 by default where an array needs it. Format 2
+references are VirtualiZarr's, corrected to read as the file does
+(:mod:`virtualizarr_fill.writers.kerchunk_v2`).
 
 Kerchunk parquet references hold Zarr format 3 metadata here as follows. fsspec's
 parquet reference reader finds an array's chunk records through a ``<array>/.zarray``
@@ -28,6 +30,7 @@ from virtualizarr_fill.codec_chains import edge_handling_of
 from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.writers.kerchunk_v2 import format_2_problem, kerchunk_refs_v2
 
 
 def needs_zarr_v3(array: ManifestArray) -> str | None:
@@ -43,10 +46,21 @@ def _needing_v3(ds: xr.Dataset) -> dict[str, str]:
     found = {}
     for name, var in ds.variables.items():
         if isinstance(var.data, ManifestArray):
-            reason = needs_zarr_v3(var.data)
+            reason = needs_zarr_v3(var.data) or format_2_problem(var)
             if reason is not None:
                 found[str(name)] = reason
     return found
+
+
+class ZarrFormat2Error(UnsupportedFeatureError):
+    """Zarr format 2 references cannot describe an array of the dataset.
+
+    ``problem`` says which and why, without advice (callers word what to do instead).
+    """
+
+    def __init__(self, problem: str, advice: str) -> None:
+        super().__init__(f"{problem}; {advice}")
+        self.problem = problem
 
 
 def _v2_keyed(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -136,9 +150,12 @@ def to_kerchunk(
     """Write a virtual dataset as kerchunk references.
 
     Takes the arguments of VirtualiZarr's ``vds.vz.to_kerchunk``; in addition it writes
-    Zarr format 3 references as parquet, and refuses Zarr format 2 for arrays that need
-    format 3 (rectilinear grids, padded edge chunks) instead of writing references that
-    would read wrong.
+    Zarr format 3 references as parquet, writes Zarr format 2 references that read as
+    the netCDF readers read the file (scalars, masks: see
+    ``virtualizarr_fill.writers.kerchunk_v2``), and refuses Zarr format 2 for arrays it
+    cannot describe (rectilinear grids, padded edge chunks, unwritten chunks whose header
+    fill differs from the fill value format 2 would give them) instead of writing
+    references that would read wrong.
 
     Parameters
     ----------
@@ -162,7 +179,8 @@ def to_kerchunk(
     Raises
     ------
     virtualizarr_fill.UnsupportedFeatureError
-        ``zarr_format=2`` was asked for a dataset with an array that needs format 3.
+        ``zarr_format=2`` was asked for a dataset with an array that needs format 3 (a
+        ``ZarrFormat2Error``, whose ``problem`` says which array and why).
     """
     ds = with_array_fill_attributes(ds)
     needing = _needing_v3(ds)
@@ -170,35 +188,53 @@ def to_kerchunk(
         zarr_format = 3 if needing else 2
     if zarr_format == 2 and needing:
         name, reason = next(iter(needing.items()))
-        raise UnsupportedFeatureError(
-            f"variable {name!r} has {reason}, which Zarr format 2 references cannot "
-            "describe. Write Zarr format 3 references instead (zarr_format=3, format "
-            "'dict', 'json' or 'parquet'), or write to Icechunk with "
-            "virtualizarr_fill.to_icechunk."
+        raise ZarrFormat2Error(
+            f"variable {name!r} has {reason}, which Zarr format 2 references cannot describe",
+            "write Zarr format 3 references instead (zarr_format=3, format 'dict', 'json' "
+            "or 'parquet'), or write to Icechunk with virtualizarr_fill.to_icechunk",
         )
-    if format == "parquet" and zarr_format == 3:
-        if filepath is None:
-            raise ValueError("Filepath must be provided when format is 'parquet'")
-        write_kerchunk_parquet_v3(
-            ds, str(filepath), record_size=record_size, categorical_threshold=categorical_threshold
-        )
-        return None
-    accessor: Any = ds.vz
-    try:
+    if format not in ("dict", "json", "parquet"):
+        raise ValueError(f"Unrecognized output format: {format}")
+    if format != "dict" and filepath is None:
+        raise ValueError(f"Filepath must be provided when format is {format!r}")
+    if zarr_format == 3:
         if format == "parquet":
-            return accessor.to_kerchunk(  # type: ignore[no-any-return]
-                filepath, format, record_size, categorical_threshold, zarr_format=zarr_format
+            write_kerchunk_parquet_v3(
+                ds,
+                str(filepath),
+                record_size=record_size,
+                categorical_threshold=categorical_threshold,
             )
-        return accessor.to_kerchunk(filepath, format, zarr_format=zarr_format)  # type: ignore[no-any-return]
+            return None
+        return ds.vz.to_kerchunk(filepath, format, zarr_format=3)  # type: ignore[no-any-return]
+    try:
+        refs = kerchunk_refs_v2(ds)
     except ValueError as error:
         # numcodecs names no format 2 codec for a Zarr v3 one (transpose, this
         # package's TIFF codecs): say what to do instead of numcodecs' registry advice.
-        if zarr_format != 2 or "codec" not in str(error).lower():
+        if "codec" not in str(error).lower():
             raise
-        raise UnsupportedFeatureError(
-            f"a codec of this dataset has no Zarr format 2 equivalent ({str(error)[:120]}); "
-            "write Zarr format 3 references instead (zarr_format=3)"
+        raise ZarrFormat2Error(
+            f"a codec of this dataset has no Zarr format 2 equivalent ({str(error)[:120]})",
+            "write Zarr format 3 references instead (zarr_format=3)",
         ) from error
+    if format == "dict":
+        return refs
+    if format == "json":
+        import ujson
+
+        with open(str(filepath), "w") as file:
+            ujson.dump(refs, file)
+        return None
+    from kerchunk.df import refs_to_dataframe
+
+    refs_to_dataframe(
+        refs,
+        url=str(filepath),
+        record_size=record_size,
+        categorical_threshold=categorical_threshold,
+    )
+    return None
 
 
 def _parquet_remote_protocol(references: Path) -> str | None:
@@ -270,6 +306,7 @@ def open_kerchunk(
 
 
 __all__ = [
+    "ZarrFormat2Error",
     "kerchunk_refs_v3_for_parquet",
     "needs_zarr_v3",
     "open_kerchunk",
