@@ -113,3 +113,28 @@ def test_unwritten_chunks_whose_header_fill_is_the_fill_value_stay_format_2(
     assert json.loads(refs["refs"]["sparse/.zarray"])["fill_value"] == -1.0
     to_kerchunk(_virtual(path), str(tmp_path / "refs.json"), format="json")
     _assert_reads_as_h5netcdf(tmp_path / "refs.json", path)
+
+
+@pytest.mark.parametrize("compression", ["lzw", "packbits"])
+def test_codecs_without_a_format_2_name_are_written_as_format_3(
+    tmp_path: Path, compression: str
+) -> None:
+    """imagecodecs' LZW and PackBits take no options, and VirtualiZarr's format 2
+    conversion fails on a codec without a configuration: ``auto`` writes format 3, a
+    forced format 2 is refused naming the codec."""
+    import tifffile
+
+    from virtualizarr_fill import TIFFParser
+
+    path = tmp_path / f"{compression}.tif"
+    values = np.random.default_rng(4).integers(0, 255, (32, 24), dtype=np.uint8)
+    tifffile.imwrite(path, values, compression=compression, rowsperstrip=8)
+    vds = virtualizarr.open_virtual_dataset(
+        file_url(path), registry=local_registry(), parser=TIFFParser()
+    )
+    refs = tmp_path / "refs.json"
+    to_kerchunk(vds, refs, format="json")
+    assert json.loads(refs.read_text())["refs"]["band_data/zarr.json"]  # format 3
+    np.testing.assert_array_equal(open_kerchunk(refs)["band_data"].values[0], values)
+    with pytest.raises(ZarrFormat2Error, match=r"'band_data'.*codec .* \(no Zarr format 2 name\)"):
+        to_kerchunk(vds, tmp_path / "v2.json", format="json", zarr_format=2)

@@ -39,6 +39,23 @@ def needs_zarr_v3(array: ManifestArray) -> str | None:
         return "a rectilinear chunk grid"
     if edge_handling_of(array.metadata.codecs).value:
         return "padded edge chunks (a truncate/crop codec)"
+    return _codec_without_format_2(array)
+
+
+def _codec_without_format_2(array: ManifestArray) -> str | None:
+    """The codec VirtualiZarr cannot name in Zarr format 2 metadata, if any: it converts
+    a codec's ``configuration``, which codecs without options (imagecodecs' LZW and
+    PackBits) do not have, failing with a ``KeyError``."""
+    from virtualizarr.codecs import get_codec_config, zarr_codec_config_to_v2
+    from zarr.abc.codec import ArrayBytesCodec
+
+    for codec in array.metadata.codecs:
+        if isinstance(codec, ArrayBytesCodec):
+            continue  # format 2 has none
+        try:
+            zarr_codec_config_to_v2(get_codec_config(codec))
+        except (KeyError, TypeError, ValueError):
+            return f"the codec {type(codec).__name__} (no Zarr format 2 name)"
     return None
 
 
