@@ -241,7 +241,9 @@ def test_corpus_infinite_global_attributes(
     if left_out:
         assert any("'Gf' of the root group" in m for m in messages)
         assert any("'f' of variable 'i'" in m for m in messages)
-        assert all(m.startswith(f"file://{source}: ") for m in messages)
+        # the file as the build names it (a corpus reached through a symlink resolved)
+        named = (f"file://{source}: ", f"file://{source.resolve()}: ")
+        assert all(m.startswith(named) for m in messages), messages
     ours, native = _open(out), xr.open_dataset(source, engine="h5netcdf")
     assert np.isinf(native.attrs["Gf"]).sum() == 2 and np.isinf(native.i.attrs["f"]).sum() == 2
     for got, expected in ((ours.attrs, native.attrs), (ours.i.attrs, native.i.attrs)):
