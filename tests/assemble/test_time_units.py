@@ -187,13 +187,22 @@ def test_two_dimensional_times_in_different_units_are_refused(
     assert read.last_seen.dtype == np.dtype("datetime64[ns]")
 
 
-def test_decode_times_false_combines_the_stored_numbers(tmp_path: Path) -> None:
+def test_decode_times_false_refuses_numbers_stored_in_other_units(tmp_path: Path) -> None:
     days, hours = "days since 2000-01-01", "hours since 1990-01-01"
     paths = stations(tmp_path, [days, hours, days])
+    urls = [f"file://{p}" for p in paths]
+    # undecoded, the numbers of one variable in two units would be one column of
+    # numbers meaning different things, its units attribute dropped
+    with pytest.raises(IncompatibleArraysError, match="'last_seen': units is") as refused:
+        virtualizarr_fill.open_virtual_series(
+            urls, REGISTRY, HDF5Parser(), "time", decode_times=False
+        )
+    assert urls[0] in str(refused.value) and urls[1] in str(refused.value)
+    same = stations(tmp_path / "same", [days] * 3)
     series = virtualizarr_fill.open_virtual_series(
-        [f"file://{p}" for p in paths], REGISTRY, HDF5Parser(), "time", decode_times=False
+        [f"file://{p}" for p in same], REGISTRY, HDF5Parser(), "time", decode_times=False
     )
-    assert "units" not in series.last_seen.attrs  # the files disagree: dropped, as xarray does
+    assert series.last_seen.attrs["units"] == days
     assert series.last_seen.shape == (12, 2)
 
 

@@ -36,6 +36,11 @@ from virtualizarr_fill.assemble.parts import (
 from virtualizarr_fill.assemble.series import check_same_structure
 from virtualizarr_fill.batching import batches
 from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.fill.encoding import (
+    EncodingConflictError,
+    encoding_conflict_message,
+    encoding_difference,
+)
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
@@ -81,6 +86,7 @@ class Collector:
             self._combined = part.combined(self.dims, self.new_dim)
         check_same_structure(self._reference, part, self.dims)
         self._check_time_encodings(part)
+        self._check_encodings(part)
         self.parts.append(compact(part, self._reference, self._combined, self.dims))
 
     def merge(self, other: Collector) -> Collector:
@@ -96,6 +102,7 @@ class Collector:
             return self
         check_same_structure(self._reference, other._reference, self.dims)
         self._check_time_encodings(other._reference)
+        self._check_encodings(other._reference)
         known: Known = {}
         self.parts.extend(
             compact(part, self._reference, self._combined, self.dims, known) for part in other.parts
@@ -133,6 +140,39 @@ class Collector:
                     "read numbers stored in different units as one; rewrite the files so "
                     f"that {name!r} has one 'units' and 'calendar' in all of them (with "
                     f"xarray: encoding={{{name!r}: {{'units': ...}}}})"
+                )
+
+    def _check_encodings(self, part: FilePart) -> None:
+        """Refuse a file whose combined virtual variables store their numbers with
+        another data type or CF encoding (``scale_factor``, ``add_offset``, ``units``,
+        ...: :mod:`virtualizarr_fill.fill.encoding`) than the first file's: the combined
+        variable keeps one, and the other file's values would decode wrong. Times are
+        checked by :meth:`_check_time_encodings` (loaded ones decode file by file)."""
+        reference = self._reference
+        assert reference is not None
+        if part is reference:
+            return
+        for name in self._combined:
+            expected, found = reference.var_attrs[name], part.var_attrs[name]
+            dtype = reference.arrays[name].dtype
+            if part.arrays[name].dtype != dtype:
+                difference: tuple[str, Any, Any] | None = (
+                    "data type",
+                    str(dtype),
+                    str(part.arrays[name].dtype),
+                )
+            elif expected is found:
+                continue
+            else:
+                difference = encoding_difference(
+                    dtype, expected, found, time_units=self.decode_times is False
+                )
+            if difference is not None:
+                attribute, first_value, other_value = difference
+                raise EncodingConflictError(
+                    encoding_conflict_message(
+                        name, attribute, reference.url, first_value, part.url, other_value
+                    )
                 )
 
     def template(self) -> xr.Dataset:

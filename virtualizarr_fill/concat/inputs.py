@@ -26,7 +26,12 @@ from virtualizarr_fill.codec_chains import (
     without_edge_codecs,
 )
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
-from virtualizarr_fill.fill.conflicts import combine_fills
+from virtualizarr_fill.fill.conflicts import combine_fills, combined_variable
+from virtualizarr_fill.fill.encoding import (
+    EncodingConflictError,
+    encoding_conflict_message,
+    encoding_difference,
+)
 
 #: Names input ``i`` in messages.
 Describe = Callable[[int], str]
@@ -102,6 +107,24 @@ class _Profiles:
         return profile
 
 
+def check_encodings(metadatas: Sequence[ArrayV3Metadata], describe: Describe) -> None:
+    """Refuse inputs whose CF decoding attributes differ from the first's
+    (:mod:`virtualizarr_fill.fill.encoding`): the combined array keeps one set."""
+    first = metadatas[0]
+    dtype = first.data_type.to_native_dtype()
+    for i, m in enumerate(metadatas):
+        if m is first or m.attributes is first.attributes:
+            continue
+        difference = encoding_difference(dtype, first.attributes, m.attributes)
+        if difference is not None:
+            attribute, expected, found = difference
+            raise EncodingConflictError(
+                encoding_conflict_message(
+                    combined_variable(), attribute, describe(0), expected, describe(i), found
+                )
+            )
+
+
 def check_inputs(
     metadatas: Sequence[ArrayV3Metadata],
     describe: Describe,
@@ -122,11 +145,17 @@ def check_inputs(
         )
     index = first_difference(metadatas, lambda m: m.data_type)
     if index is not None:
-        raise IncompatibleArraysError(
-            f"cannot combine {describe(0)} and {describe(index)}: different data types "
-            f"({metadatas[0].data_type.to_native_dtype()} vs "
-            f"{metadatas[index].data_type.to_native_dtype()})"
+        raise EncodingConflictError(
+            encoding_conflict_message(
+                combined_variable(),
+                "data type",
+                describe(0),
+                str(metadatas[0].data_type.to_native_dtype()),
+                describe(index),
+                str(metadatas[index].data_type.to_native_dtype()),
+            )
         )
+    check_encodings(metadatas, describe)
     for i, m in enumerate(metadatas):
         if is_sharded(m):
             raise UnsupportedFeatureError(
@@ -156,6 +185,7 @@ def check_inputs(
 __all__ = [
     "Describe",
     "InputProfile",
+    "check_encodings",
     "check_inputs",
     "default_describe",
     "describe_codecs",

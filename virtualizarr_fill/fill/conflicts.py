@@ -71,6 +71,11 @@ def combining_variable(name: str) -> Iterator[None]:
         _VARIABLE.reset(token)
 
 
+def combined_variable() -> str | None:
+    """The variable :func:`combining_variable` names, or None outside it."""
+    return _VARIABLE.get()
+
+
 @contextlib.contextmanager
 def fill_conflicts(on_conflict: OnConflict) -> Iterator[None]:
     """Combine arrays whose fill values differ, the way ``on_conflict`` says.
@@ -125,4 +130,10 @@ def combine_fills(
     return combined.fill_value, combined.attributes
 
 
-__all__ = ["FILL_ATTRIBUTES", "combine_fills", "combining_variable", "fill_conflicts"]
+__all__ = [
+    "FILL_ATTRIBUTES",
+    "combine_fills",
+    "combined_variable",
+    "combining_variable",
+    "fill_conflicts",
+]

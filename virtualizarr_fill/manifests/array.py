@@ -24,6 +24,7 @@ ours (``np.concatenate`` calls the subclass first, as NumPy does for subclasses)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import Any, Literal, cast
@@ -43,9 +44,16 @@ from virtualizarr_fill.chunk_grids import (
     is_rectilinear,
     is_sharded,
 )
-from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
+from virtualizarr_fill.concat.inputs import check_encodings
+from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES, combining_variable
+from virtualizarr_fill.fill.encoding import DECODING_ATTRIBUTES
 from virtualizarr_fill.manifests import operations, upstream
 from virtualizarr_fill.zarr_metadata import copy_without_dimension_names
+
+
+#: The attributes an array keeps when it becomes an xarray variable: those that
+#: arrays combined into one must agree on.
+_KEPT_ATTRIBUTES = (*FILL_ATTRIBUTES, *DECODING_ATTRIBUTES)
 
 
 def _metadata_from(metadata: ArrayV3Metadata | dict[str, Any]) -> ArrayV3Metadata:
@@ -68,6 +76,10 @@ class FillManifestArray(ManifestArray):
         The chunk references, as a ``ChunkManifest`` or its dict; its chunk-grid shape
         must be the metadata's.
     """
+
+    #: The variable this array is the data of, where a virtual dataset named it
+    #: (:meth:`named`): concatenation names it in its refusals.
+    variable_name: str | None = None
 
     def __init__(
         self, metadata: ArrayV3Metadata | dict[str, Any], chunkmanifest: dict | ChunkManifest
@@ -104,6 +116,12 @@ class FillManifestArray(ManifestArray):
         wrapped._metadata = array.metadata
         wrapped._manifest = array.manifest
         return wrapped
+
+    def named(self, name: str) -> FillManifestArray:
+        """This array, as the data of variable ``name`` (set in place: call it on an
+        array just built for one variable, as :meth:`variable_data` builds)."""
+        self.variable_name = name
+        return self
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled in another process (a dask worker): that process reads it too.
@@ -177,9 +195,11 @@ class FillManifestArray(ManifestArray):
 
     def variable_data(self) -> FillManifestArray:
         """The array :meth:`to_virtual_variable` wraps: no dimension names, and of the
-        attributes only the CF fill attributes."""
+        attributes only the CF fill attributes and those that change decoded values
+        (:data:`~virtualizarr_fill.fill.encoding.DECODING_ATTRIBUTES`), which a
+        concatenation compares."""
         attrs = self.metadata.attributes
-        kept = {k: attrs[k] for k in FILL_ATTRIBUTES if k in attrs}
+        kept = {k: attrs[k] for k in _KEPT_ATTRIBUTES if k in attrs}
         stripped = copy_without_dimension_names(self.metadata, kept)
         # The manifest already matches the metadata's grid (checked when this was built).
         variable_data: FillManifestArray = object.__new__(FillManifestArray)
@@ -204,12 +224,15 @@ def _combined(func: Any, arrays: Any, axis: Any, new_axis: bool) -> FillManifest
     if not isinstance(axis, int | np.integer):
         raise TypeError(f"axis must be an integer, got {axis!r}")
     upstream.warn_if_untested()
-    if any(is_sharded(a.metadata) for a in arrays) and not any(
-        is_rectilinear(a.metadata) for a in arrays
-    ):
-        return FillManifestArray.wrap(_upstream(func)(arrays, axis=axis))
-    combine = operations.stacked if new_axis else operations.concatenated
-    return _built(*combine(arrays, int(axis)))
+    name = next((a.variable_name for a in arrays if getattr(a, "variable_name", None)), None)
+    with combining_variable(name) if name else contextlib.nullcontext():
+        if any(is_sharded(a.metadata) for a in arrays) and not any(
+            is_rectilinear(a.metadata) for a in arrays
+        ):
+            check_encodings([a.metadata for a in arrays], operations.describer(arrays))
+            return FillManifestArray.wrap(_upstream(func)(arrays, axis=axis))
+        combine = operations.stacked if new_axis else operations.concatenated
+        return _built(*combine(arrays, int(axis)))
 
 
 def _concatenate(arrays: Any, /, *, axis: int | None = 0) -> FillManifestArray:

@@ -259,6 +259,13 @@ class FileManifestStore(ManifestStore):
                 decode_times=decode_times,
             )
         warn_about_oversized_chunks(vds)
+        from virtualizarr_fill.manifests.array import FillManifestArray
+
+        for name, variable in vds.variables.items():
+            # each virtual variable's array was built for it: named, for the refusals
+            # of a concatenation (xarray hands np.concatenate arrays, not names)
+            if isinstance(variable.data, FillManifestArray):
+                variable.data.named(str(name))
         return vds
 
 
