@@ -30,7 +30,12 @@ from virtualizarr_fill.errors import (
 
 if TYPE_CHECKING:
     from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
-    from virtualizarr_fill.assemble import open_virtual_mosaic, open_virtual_series
+    from virtualizarr_fill.assemble import (
+        dropped_attributes,
+        open_virtual_mosaic,
+        open_virtual_series,
+    )
+    from virtualizarr_fill.assemble.encodings import check_encoding
     from virtualizarr_fill.codecs.crop import CropCodec
     from virtualizarr_fill.codecs.truncate import TruncateCodec
     from virtualizarr_fill.fill.conflicts import fill_conflicts
@@ -52,7 +57,9 @@ _LAZY = {
     "PIPELINE_PATH": "virtualizarr_fill.reads",
     "TIFFParser": "virtualizarr_fill.tiff",
     "TruncateCodec": "virtualizarr_fill.codecs.truncate",
+    "check_encoding": "virtualizarr_fill.assemble.encodings",
     "create_repository": "virtualizarr_fill.writers.repository",
+    "dropped_attributes": "virtualizarr_fill.assemble",
     "enable_rectilinear_chunks": "virtualizarr_fill._zarr_config",
     "fast_reads": "virtualizarr_fill.reads",
     "fill_conflicts": "virtualizarr_fill.fill.conflicts",
@@ -99,7 +106,9 @@ __all__ = [
     "UnregisteredURLError",
     "UnsupportedFeatureError",
     "VirtualizarrFillError",
+    "check_encoding",
     "create_repository",
+    "dropped_attributes",
     "enable_rectilinear_chunks",
     "fast_reads",
     "fill_conflicts",

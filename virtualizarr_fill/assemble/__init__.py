@@ -20,7 +20,7 @@ import xarray as xr
 
 from virtualizarr_fill.assemble.collecting import Collector, collect
 from virtualizarr_fill.assemble.mosaic import X, Y, combine_tiles, tile_grid
-from virtualizarr_fill.assemble.parts import FilePart
+from virtualizarr_fill.assemble.parts import FilePart, dropped_attributes
 from virtualizarr_fill.assemble.series import combine_parts, order_parts
 
 if TYPE_CHECKING:
@@ -86,13 +86,15 @@ def open_virtual_series(
         What ``xr.combine_nested(datasets, concat_dim=dim, data_vars="minimal",
         coords="minimal", compat="override", join="exact",
         combine_attrs="drop_conflicts")`` returns for the files' virtual datasets in
-        coordinate order (``data_vars="all"`` with ``new_dim``).
+        coordinate order (``data_vars="all"`` with ``new_dim``); the attributes that
+        rule dropped are listed by :func:`virtualizarr_fill.dropped_attributes`.
 
     Raises
     ------
     virtualizarr_fill.IncompatibleArraysError
         Files that overlap, leave gaps, differ in their other coordinates or variables,
-        or cannot share one virtual array (codecs, data types, fill values), naming them.
+        or cannot share one virtual array (codecs, data types, fill values, or CF
+        encoding such as ``scale_factor``, ``add_offset`` or ``units``), naming them.
     """
     urls = list(urls)
     if not urls:
@@ -171,6 +173,7 @@ __all__ = [
     "Collector",
     "FilePart",
     "OnFillConflict",
+    "dropped_attributes",
     "fill_rule",
     "open_virtual_mosaic",
     "open_virtual_series",

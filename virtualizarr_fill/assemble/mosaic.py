@@ -102,6 +102,7 @@ def combine_tiles(template: xr.Dataset, grid: Sequence[Sequence[FilePart]]) -> x
     """The mosaic of ``grid`` (rows of tiles; ``template`` the top-left tile's dataset)."""
     parts = [part for row in grid for part in row]
     variables: dict[Hashable, xr.Variable] = {}
+    dropped: dict[str, set[Hashable]] = {}
     for name, variable in template.variables.items():
         key = str(name)
         along = [d for d in (Y, X) if d in variable.dims]
@@ -121,11 +122,15 @@ def combine_tiles(template: xr.Dataset, grid: Sequence[Sequence[FilePart]]) -> x
                     data = np.concatenate([row[0] for row in rows], axis=variable.dims.index(Y))  # type: ignore[arg-type]
                 else:
                     data = rows[0][0]
-            attrs = common_attributes([part.var_attrs[key] for part in parts])
+            attrs = common_attributes(
+                [part.var_attrs[key] for part in parts], dropped.setdefault(key, set())
+            )
         elif key in (X, Y):
             pieces = grid[0] if key == X else [row[0] for row in grid]
             data = np.concatenate([part.coords[key].values for part in pieces])
-            attrs = common_attributes([part.coords[key].attrs for part in pieces])
+            attrs = common_attributes(
+                [part.coords[key].attrs for part in pieces], dropped.setdefault(key, set())
+            )
             variables[name] = xr.Variable(
                 variable.dims, data, attrs, whole_chunk(pieces[0].coords[key], len(data))
             )
@@ -136,7 +141,7 @@ def combine_tiles(template: xr.Dataset, grid: Sequence[Sequence[FilePart]]) -> x
                 "cannot combine it"
             )
         variables[name] = xr.Variable(variable.dims, data, attrs, dict(variable.encoding))
-    return assembled(template, variables, parts)
+    return assembled(template, variables, parts, dropped)
 
 
 __all__ = ["combine_tiles", "tile_grid"]

@@ -32,10 +32,10 @@ import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
-from virtualizarr_fill.assemble.parts import FilePart, common_attributes
+from virtualizarr_fill.assemble.parts import FilePart, common_attributes, recording_dropped
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill.attributes import with_array_fill_attributes
-from virtualizarr_fill.fill.conflicts import combining_variable
+from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES, combining_variable
 
 
 def _names(parts: Sequence[FilePart], indices: Sequence[int], limit: int = 3) -> str:
@@ -248,6 +248,7 @@ def combine_parts(
     module docstring."""
     combined = set(parts[0].combined([dim], new_dim))
     variables: dict[Hashable, xr.Variable] = {}
+    dropped: dict[str, set[Hashable]] = {}
     for name, variable in template.variables.items():
         along = name in combined or (not new_dim and dim in variable.dims)
         if not along:
@@ -256,7 +257,9 @@ def combine_parts(
         key = str(name)
         if isinstance(variable.data, ManifestArray):
             arrays = [part.arrays[key] for part in parts]
-            attrs = common_attributes([part.var_attrs[key] for part in parts])
+            attrs = common_attributes(
+                [part.var_attrs[key] for part in parts], dropped.setdefault(key, set())
+            )
             with combining_variable(key):
                 if new_dim:
                     data: Any = np.stack(arrays, axis=0)  # type: ignore[call-overload]
@@ -267,7 +270,9 @@ def combine_parts(
         elif all(key in part.coords for part in parts) and not new_dim:
             coordinates = [part.coords[key] for part in parts]
             data = np.concatenate([c.values for c in coordinates])
-            attrs = common_attributes([c.attrs for c in coordinates])
+            attrs = common_attributes(
+                [c.attrs for c in coordinates], dropped.setdefault(key, set())
+            )
             dims = variable.dims
             # the first file's encoding (its time units, say), as xarray keeps it
             encoding = whole_chunk(coordinates[0], len(data))
@@ -279,7 +284,7 @@ def combine_parts(
                 "these files with xarray (xr.combine_nested) instead"
             )
         variables[name] = xr.Variable(dims, data, attrs, dict(variable.encoding))
-    return assembled(template, variables, parts)
+    return assembled(template, variables, parts, dropped)
 
 
 def leading(part: FilePart, name: str, variable: xr.Variable) -> xr.Variable:
@@ -306,18 +311,25 @@ def whole_chunk(variable: xr.Variable, length: int) -> dict[Hashable, Any]:
 
 
 def assembled(
-    template: xr.Dataset, variables: dict[Hashable, xr.Variable], parts: Sequence[FilePart]
+    template: xr.Dataset,
+    variables: dict[Hashable, xr.Variable],
+    parts: Sequence[FilePart],
+    dropped: dict[str, set[Hashable]],
 ) -> xr.Dataset:
     """A dataset of ``variables`` in ``template``'s order and roles (coordinates stay
-    coordinates), with the attributes the files agree on."""
+    coordinates), with the attributes the files agree on; those they do not (the
+    dataset's, and each variable's in ``dropped``) recorded for
+    :func:`~.parts.dropped_attributes`."""
     coord_names = set(template.coords)
-    return with_array_fill_attributes(
+    attrs = common_attributes([part.attributes for part in parts], dropped.setdefault("", set()))
+    ds = with_array_fill_attributes(
         xr.Dataset(
             {n: v for n, v in variables.items() if n not in coord_names},
             coords={n: v for n, v in variables.items() if n in coord_names},
-            attrs=common_attributes([part.attributes for part in parts]),
+            attrs=attrs,
         )
     )
+    return recording_dropped(ds, dropped, fill=FILL_ATTRIBUTES)
 
 
 __all__ = [

@@ -307,6 +307,12 @@ def _print_summary(
     lines.append(f"  chunks:    {_chunk_count(dataset)} referenced")
     lines.append(f"  refusals:  {len(report.refusals)}")
     lines.extend(f"    {display(r.url)}: {r.name}: {r.reason}" for r in report.refusals)
+    from virtualizarr_fill.assemble import dropped_attributes
+
+    dropped = dropped_attributes(dataset)
+    if dropped:  # descriptive attributes the files disagree on (history, ...)
+        listed = "; ".join(f"{n or '(dataset)'}: {', '.join(k)}" for n, k in dropped.items())
+        lines.append(f"  dropped attributes (they differ between files): {listed}")
     warned = list(dict.fromkeys([*parsed.warnings, *notes]))
     if warned:
         lines.append(f"  warnings:  {len(warned)}")

@@ -72,9 +72,9 @@ def _probe(dtype: np.dtype[Any]) -> np.ndarray:
         values = np.concatenate([[info.min, info.max, 0, 1, 2, 100, 12345], spread])
         return np.clip(values, info.min, info.max).astype(dtype)
     if dtype.kind == "f":
-        info = np.finfo(dtype)
+        largest = float(np.finfo(dtype).max)
         spread = np.linspace(-1e6, 1e6, 1001)
-        values = np.concatenate([[0.0, 1.0, -1.0, 0.5, 3.25, float(info.max) / 1e4], spread])
+        values = np.concatenate([[0.0, 1.0, -1.0, 0.5, 3.25, largest / 1e4], spread])
         return values.astype(dtype)
     return np.zeros(1, dtype=dtype)
 

@@ -50,7 +50,6 @@ from virtualizarr_fill.fill.encoding import DECODING_ATTRIBUTES
 from virtualizarr_fill.manifests import operations, upstream
 from virtualizarr_fill.zarr_metadata import copy_without_dimension_names
 
-
 #: The attributes an array keeps when it becomes an xarray variable: those that
 #: arrays combined into one must agree on.
 _KEPT_ATTRIBUTES = (*FILL_ATTRIBUTES, *DECODING_ATTRIBUTES)
