@@ -315,7 +315,7 @@ def test_different_dtypes_fill_values_and_fill_attributes(concat_fixtures: dict[
     tiff = tiff_manifest_array(concat_fixtures["strip_short_0"])
     other = tiff_manifest_array(concat_fixtures["strip_short_1"])
     with pytest.raises(
-        IncompatibleArraysError, match=r"data type is 'uint16' in input 0 .* but 'float32' in"
+        IncompatibleArraysError, match=r"different data types \(uint16 vs float32\)"
     ):
         concatenate([tiff, _as_float32(other)], axis=0)
 

@@ -145,15 +145,10 @@ def check_inputs(
         )
     index = first_difference(metadatas, lambda m: m.data_type)
     if index is not None:
-        raise EncodingConflictError(
-            encoding_conflict_message(
-                combined_variable(),
-                "data type",
-                describe(0),
-                str(metadatas[0].data_type.to_native_dtype()),
-                describe(index),
-                str(metadatas[index].data_type.to_native_dtype()),
-            )
+        raise IncompatibleArraysError(
+            f"cannot combine {describe(0)} and {describe(index)}: different data types "
+            f"({metadatas[0].data_type.to_native_dtype()} vs "
+            f"{metadatas[index].data_type.to_native_dtype()})"
         )
     check_encodings(metadatas, describe)
     for i, m in enumerate(metadatas):

@@ -155,9 +155,9 @@ def encoding_conflict_message(
     other_value: Any,
 ) -> str:
     """The one-line refusal of files whose ``attribute`` of ``variable`` differs."""
-    where = f"variable {variable!r}" if variable else "a variable"
+    where = f"variable {variable!r}: " if variable else ""
     return (
-        f"{where}: {attribute} is {first_value!r} in {first} but {other_value!r} in "
+        f"{where}{attribute} is {first_value!r} in {first} but {other_value!r} in "
         f"{other}: one virtual variable decodes all its files with one {attribute}, so "
         "some values would be read wrong; build the files with equal encoding into "
         "separate stores (or rewrite them with one encoding)"

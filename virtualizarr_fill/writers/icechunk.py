@@ -34,6 +34,11 @@ from virtualizarr_fill.concat import concatenation_metadata
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
 from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
+from virtualizarr_fill.fill.encoding import (
+    EncodingConflictError,
+    encoding_conflict_message,
+    encoding_difference,
+)
 from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 
@@ -171,6 +176,16 @@ def append_virtual_variable_to_icechunk(
                     f"cannot append to {name!r}: the stored array has {attr}={old!r} but the "
                     f"appended data has {attr}={new!r}"
                 )
+    stored_attrs = dict(existing.attrs)
+    new_attrs = {k: encode_zarr_attr_value(v) for k, v in var.attrs.items()}
+    difference = encoding_difference(ma.dtype, stored_attrs, new_attrs)
+    if difference is not None:  # the stored files' numbers would be decoded with the new
+        attribute, old_value, new_value = difference
+        raise EncodingConflictError(
+            encoding_conflict_message(
+                name, attribute, "the stored array", old_value, "the appended files", new_value
+            )
+        )
 
     def describe(index: int) -> str:
         return f"the stored array {name!r}" if index == 0 else f"the data appended to {name!r}"
