@@ -167,6 +167,25 @@ def test_refused_on_an_executor_where_batches_are_merged(tmp_path: Path) -> None
     assert str(paths[5]) in message
 
 
+def test_refused_on_a_dask_cluster_where_collectors_merge(
+    tmp_path: Path, local_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distributed import Client
+
+    from virtualizarr_fill.assemble import collecting
+
+    monkeypatch.setattr(collecting, "FAN_IN", 2)  # a tree of merges on the cluster
+    same = {"scale_factor": 0.01, "add_offset": 0.0}
+    paths = packed(tmp_path, [same] * 4 + [{"scale_factor": 0.01, "add_offset": 5.0}] + [same])
+    with Client(local_cluster) as client, pytest.raises(IncompatibleArraysError) as refused:
+        virtualizarr_fill.open_virtual_series(
+            urls_of(paths), REGISTRY, HDF5Parser(), "time", executor=client
+        )
+    message = str(refused.value)
+    assert "'v': add_offset is" in message and "5.0" in message
+    assert str(paths[4]) in message
+
+
 @pytest.mark.parametrize(
     ("encodings", "attribute", "values"),
     [c[1:] for c in CONFLICTS],
