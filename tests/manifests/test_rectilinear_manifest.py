@@ -117,13 +117,16 @@ def test_manifest_store_to_xarray_lazy_and_dask(concat_fixtures: dict[str, Path]
 
 def test_to_virtual_dataset_keeps_rectilinear_arrays(concat_fixtures: dict[str, Path]) -> None:
     marr = tiff_manifest_array(concat_fixtures["strip_short_0"])
-    vds = virtual_dataset({"band": with_attributes(marr, _FillValue=0, units="K")})
+    vds = virtual_dataset(
+        {"band": with_attributes(marr, _FillValue=0, units="K", long_name="band 1")}
+    )
     data = vds["band"].data
     assert type(data) is FillManifestArray
     assert vds["band"].dims == ("y", "x")
-    assert vds["band"].attrs == {"_FillValue": 0, "units": "K"}
-    # the sentinel travels with the array (so concatenation can compare it), nothing else
-    assert data.metadata.attributes == {"_FillValue": 0}
+    assert vds["band"].attrs == {"_FillValue": 0, "units": "K", "long_name": "band 1"}
+    # the sentinel and the attributes that change decoded values travel with the array
+    # (so concatenation can compare them), nothing else
+    assert data.metadata.attributes == {"_FillValue": 0, "units": "K"}
     assert data.metadata.dimension_names is None
 
 
