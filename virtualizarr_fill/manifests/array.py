@@ -12,9 +12,11 @@ fill attributes when it becomes an xarray variable. This subclass
   grids and the truncate/crop codecs padded chunks need
   (:mod:`virtualizarr_fill.manifests.operations`), and refusing inputs whose fill values
   differ (the project's fill-value merge rule);
-* keeps ``_FillValue``/``missing_value`` in its metadata's attributes when it becomes an
-  xarray variable, so that concatenation can compare them (xarray hands only the wrapped
-  arrays to ``np.concatenate``);
+* keeps ``_FillValue``/``missing_value`` and the other attributes that change decoded
+  values (``scale_factor``, ``add_offset``, ``units``...) in its metadata's attributes
+  when it becomes an xarray variable, so that concatenation can compare them (xarray
+  hands only the wrapped arrays to ``np.concatenate``) and refuse inputs packed
+  differently, naming the variable where a virtual dataset named its array;
 * indexes chunk-aligned selections of rectilinear grids.
 
 Everything it returns is again a ``FillManifestArray``; VirtualiZarr's own arrays are
