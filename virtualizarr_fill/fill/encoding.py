@@ -10,12 +10,14 @@ and their values. ``_FillValue`` and ``missing_value`` have their own rule
 (:mod:`.conflicts`), which can be relaxed; these cannot.
 
 When two values are the same: an attribute missing from one file differs from any
-value in the other; ``scale_factor``, ``add_offset`` and ``_Unsigned`` are the same
-when xarray decodes every stored value (a sample of them for types wider than 16 bits)
-to the same numbers of the same data type with either file's (so ``0.01`` written as
-a float32 by one tool and as a float64 by another differ: xarray decodes them to
-different numbers); any other attribute is the same when its values are equal as
-numbers (``[0, 100]`` and ``[0.0, 100.0]``) or as text.
+value in the other; any attribute is the same when its values are equal as numbers
+(``[0, 100]`` and ``[0.0, 100.0]``, ``0.5`` as a float32 and as a float64) or as text;
+``scale_factor``, ``add_offset`` and ``_Unsigned`` that differ are still the same when
+xarray decodes every stored value (a sample of them for types wider than 16 bits) to
+the same numbers of the same data type with either file's (an ``add_offset`` of 0
+written out or left out). ``0.01`` written as a float32 by one tool and as a float64
+by another differ: they are different numbers, and xarray decodes them to different
+values.
 """
 
 from __future__ import annotations
