@@ -58,13 +58,10 @@ def site_with_checkout(folder: Path) -> Path:
     groups = dict(project.get("entry-points", {}))
     if project.get("scripts"):
         groups["console_scripts"] = project["scripts"]
-    (dist_info / "entry_points.txt").write_text(
-        "".join(
-            f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in entries.items())
-            + "\n"
-            for group, entries in groups.items()
-        )
-    )
+    lines = []
+    for group, entries in groups.items():
+        lines += [f"[{group}]", *(f"{key} = {value}" for key, value in entries.items()), ""]
+    (dist_info / "entry_points.txt").write_text("\n".join(lines))
     (folder / f"{name}_checkout.pth").write_text(f"{CHECKOUT}\n")
     return folder
 

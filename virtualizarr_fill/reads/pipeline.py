@@ -111,13 +111,14 @@ class ManifestCodecPipeline(CodecPipeline):
         return pipeline
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
-        from zarr.core.chunk_utils import ChunkTransform
-
         inner = self.inner.evolve_from_array_spec(array_spec)
+        transform: ChunkTransform | None = None  # zarr's pipeline reads (see reads_manifests)
         try:
-            transform: ChunkTransform | None = ChunkTransform(codecs=tuple(inner))
-        except TypeError:
-            transform = None
+            from zarr.core.chunk_utils import ChunkTransform
+
+            transform = ChunkTransform(codecs=tuple(inner))
+        except (ImportError, TypeError):  # a zarr without it, or a codec without sync decode
+            pass
         from virtualizarr_fill.reads.raw_layout import RawLayout
 
         raw = RawLayout.of_chain(inner, array_spec)
