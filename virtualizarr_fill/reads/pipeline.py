@@ -22,14 +22,13 @@ without a synchronous implementation, non-CPU buffers) goes to zarr's
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Self
 
 from zarr.abc.codec import Codec, CodecPipeline
-from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
+from zarr.core.array_spec import ArraySpec
+from zarr.core.buffer import Buffer, NDBuffer
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 
@@ -51,15 +50,6 @@ imported this module: for the whole process (``ZARR_CODEC_PIPELINE__PATH`` in a 
 worker's environment, with this module as a worker preload) or with
 ``zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})``."""
 
-#: Pipelines kept by :meth:`ManifestCodecPipeline.from_array_metadata_and_store`.
-PIPELINES_KEPT = 4096
-#: The pipeline built for a codec list and chunk spec, by the id of the codec list: the
-#: arrays of one file share their metadata's codec list, and building a pipeline costs
-#: more than opening the array otherwise does. Each entry keeps its codec list, so the
-#: id is not reused while it lives; emptied when :data:`PIPELINES_KEPT` are kept.
-_pipelines: dict[int, tuple[Any, ArraySpec, ManifestCodecPipeline]] = {}
-
-
 @dataclass(frozen=True)
 class ManifestCodecPipeline(CodecPipeline):
     """zarr's batched pipeline, with whole-batch reads from ManifestStores.
@@ -79,36 +69,6 @@ class ManifestCodecPipeline(CodecPipeline):
     def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
         inner = BatchedCodecPipeline.from_codecs(codecs, batch_size=batch_size)
         return cls(inner=inner, transform=None)
-
-    @classmethod
-    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
-        """The pipeline zarr builds for an array it opens (``from_codecs``, then
-        ``evolve_from_array_spec`` with the same chunk spec), built once per codec list
-        and chunk spec: the arrays parsed from one file's metadata share it."""
-        from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
-
-        if not isinstance(array_metadata, ArrayV3Metadata):
-            raise NotImplementedError  # zarr builds it
-        grid = array_metadata.chunk_grid
-        spec = ArraySpec(
-            shape=grid.chunk_shape
-            if isinstance(grid, RegularChunkGridMetadata)
-            else (1,) * len(array_metadata.shape),
-            dtype=array_metadata.data_type,
-            fill_value=array_metadata.fill_value,
-            config=ArrayConfig.from_dict({}),
-            prototype=default_buffer_prototype(),
-        )
-        codecs = array_metadata.codecs
-        found = _pipelines.get(id(codecs))
-        with contextlib.suppress(Exception):  # e.g. fill values that do not compare
-            if found is not None and found[0] is codecs and bool(found[1] == spec):
-                return cast("Self", found[2])
-        pipeline = cls.from_codecs(codecs).evolve_from_array_spec(spec)
-        if len(_pipelines) >= PIPELINES_KEPT:
-            _pipelines.clear()
-        _pipelines[id(codecs)] = (codecs, spec, pipeline)
-        return pipeline
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
         inner = self.inner.evolve_from_array_spec(array_spec)
@@ -186,4 +146,4 @@ class ManifestCodecPipeline(CodecPipeline):
 # zarr finds a pipeline named by ``codec_pipeline.path`` among the registered ones.
 register_pipeline(ManifestCodecPipeline)
 
-__all__ = ["PIPELINES_KEPT", "PIPELINE_PATH", "ManifestCodecPipeline"]
+__all__ = ["PIPELINE_PATH", "ManifestCodecPipeline"]
