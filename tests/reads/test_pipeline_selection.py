@@ -133,3 +133,42 @@ def test_dask_workers_preloading_the_pipeline_read_with_it(tmp_path: Path) -> No
     assert outcome["pipeline"] == "ManifestCodecPipeline"
     read = np.load(tmp_path / "read.npy")
     np.testing.assert_array_equal(read, np.moveaxis(expected, -1, 0), strict=True)
+
+
+def test_arrays_opened_in_the_block_carry_the_pipeline_to_dask_workers(tmp_path: Path) -> None:
+    """The reading guide's other worker setup: nothing configured on the workers. An
+    array opened inside ``use_manifest_pipeline()`` and sent to a worker of a real
+    ``LocalCluster`` reads there with the manifest pipeline (the worker imports it as it
+    unpickles the array)."""
+    path = tmp_path / "rgb.tif"
+    expected = _rgb_strips(path)
+    code = f"""
+    import json
+    from distributed import Client, LocalCluster
+
+    def read(array):
+        import sys
+        return (type(array.async_array.codec_pipeline).__name__, array[...],
+                "virtualizarr_fill.reads.pipeline" in sys.modules)
+
+    if __name__ == "__main__":
+        import zarr
+        import virtualizarr_fill
+        from obspec_utils.registry import ObjectStoreRegistry
+        from obstore.store import LocalStore
+        store = virtualizarr_fill.TIFFParser()(
+            "file://{path}", ObjectStoreRegistry({{"file://": LocalStore()}}))
+        with virtualizarr_fill.use_manifest_pipeline():
+            array = zarr.open_array(store, path="band_data", mode="r")
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tcp",
+                          host="127.0.0.1", dashboard_address=None) as cluster:
+            with Client(cluster) as client:
+                name, values, imported = client.submit(read, array).result()
+        import numpy as np
+        np.save({str(tmp_path / "read.npy")!r}, values)
+        print(json.dumps({{"pipeline": name, "imported": imported}}))
+    """
+    outcome = _run(code, tmp_path)
+    assert outcome == {"pipeline": "ManifestCodecPipeline", "imported": True}
+    read = np.load(tmp_path / "read.npy")
+    np.testing.assert_array_equal(read, np.moveaxis(expected, -1, 0), strict=True)
