@@ -550,8 +550,8 @@ def measure_parse(
 
 #: zarr's codec pipelines: the default, the opt-in synchronous one (which reads a
 #: ManifestStore through ``FileManifestStore.get_sync``), and ours, which reads a whole
-#: batch of chunks from the manifest at once (``virtualizarr_fill.read_pipeline``), read
-#: inside ``virtualizarr_fill.fast_reads()``.
+#: batch of chunks from the manifest at once, read inside
+#: ``virtualizarr_fill.use_manifest_pipeline()``.
 PIPELINES = {
     "batched": "zarr.core.codec_pipeline.BatchedCodecPipeline",
     "fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
@@ -564,7 +564,7 @@ def reading_with(pipeline: str) -> Any:
     import zarr
 
     if pipeline == "manifest":
-        return virtualizarr_fill.fast_reads()
+        return virtualizarr_fill.use_manifest_pipeline()
     return zarr.config.set({"codec_pipeline.path": PIPELINES[pipeline]})
 
 

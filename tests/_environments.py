@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 
 PROJECT_ENTRIES = (
@@ -35,6 +36,33 @@ def site_without_project(folder: Path) -> Path:
         if entry.name.startswith(PROJECT_ENTRIES) or (folder / entry.name).exists():
             continue
         (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def site_with_checkout(folder: Path) -> Path:
+    """A folder like :func:`site_without_project`'s, with this checkout installed as its
+    ``pyproject.toml`` declares it: a ``dist-info`` holding the checkout's entry points
+    (what zarr discovers) and a ``.pth`` putting the checkout on the path. The shared
+    environment's own install may declare entry points the checkout no longer does."""
+    site_without_project(folder)
+    project = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]
+    name = project["name"].replace("-", "_")
+    dist_info = folder / f"{name}-{project['version']}.dist-info"
+    dist_info.mkdir(exist_ok=True)
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n"
+    )
+    groups = dict(project.get("entry-points", {}))
+    if project.get("scripts"):
+        groups["console_scripts"] = project["scripts"]
+    lines = []
+    for group, entries in groups.items():
+        lines += [f"[{group}]", *(f"{key} = {value}" for key, value in entries.items()), ""]
+    (dist_info / "entry_points.txt").write_text("\n".join(lines))
+    (folder / f"{name}_checkout.pth").write_text(f"{CHECKOUT}\n")
     return folder
 
 

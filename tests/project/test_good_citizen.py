@@ -1,10 +1,13 @@
 """Installing or importing virtualizarr-fill changes nothing for code that does not use it.
 
+* zarr used alone (creating, writing, reading arrays) imports no module of it: its
+  codecs load by entry point only when an array names them, and it declares no codec
+  pipeline entry point (zarr would import every one at its first array);
 * importing it (or having zarr load its codecs by entry point) replaces no object of any
   zarr, VirtualiZarr, xarray or h5py module, changes no zarr setting, and loads none of
   the heavy libraries;
-* using it (parsing, combining, writing, reading) replaces nothing either, except inside
-  an explicit ``fast_reads()`` block, after which zarr's objects are back;
+* using it (parsing, combining, writing, reading, inside every context manager it
+  exports) replaces nothing either;
 * VirtualiZarr's own arrays (HDFParser's) combine exactly as where the package is not
   installed;
 * stores built from files that need no edge codec read back in an environment where the
@@ -26,7 +29,7 @@ import numpy as np
 import pytest
 import tifffile
 
-from tests._environments import run_python, site_without_project
+from tests._environments import run_python, site_with_checkout, site_without_project
 
 # --------------------------------------------------------------------------- snapshots
 
@@ -81,7 +84,10 @@ def compare(before, after, when):
 
 
 def _run(body: str, tmp_path: Path, **kwargs: object) -> dict:
+    """Run ``body`` after the snapshot helpers, with this checkout installed (not the
+    shared environment's install, which may be of another checkout)."""
     code = _SNAPSHOT + textwrap.dedent(body)
+    kwargs.setdefault("without_project", site_with_checkout(tmp_path / "site-checkout"))
     result = run_python(code, cwd=tmp_path, **kwargs)  # type: ignore[arg-type]
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -170,14 +176,15 @@ def _short_strip_tiffs(
     return paths
 
 
-def test_using_the_package_replaces_nothing_outside_fast_reads(tmp_path: Path) -> None:
+def test_using_the_package_replaces_nothing(tmp_path: Path) -> None:
     paths = _short_strip_tiffs(tmp_path)
     files = json.dumps([str(p) for p in paths])
     outcome = _run(
         f"""
         import_all()
         before = snapshot()
-        import numpy as np, xarray as xr, tifffile, icechunk
+        import contextlib, inspect
+        import numpy as np, xarray as xr, tifffile, icechunk, zarr
         from obspec_utils.registry import ObjectStoreRegistry
         from obstore.store import LocalStore
         from virtualizarr import open_virtual_dataset, open_virtual_mfdataset
@@ -205,26 +212,64 @@ def test_using_the_package_replaces_nothing_outside_fast_reads(tmp_path: Path) -
         expected = np.concatenate([tifffile.imread(f) for f in files])
         assert np.array_equal(read[0], expected)
         used = snapshot()
-        with virtualizarr_fill.fast_reads():
-            inside = snapshot()
-            store = TIFFParser()("file://" + files[0], registry)
-            import zarr
-            assert np.array_equal(zarr.open_group(store, mode="r")["band_data"][0],
-                                  tifffile.imread(files[0]))
+        # Every context manager the package exports, entered around a concatenation and
+        # reads of a ManifestStore and of the Icechunk store.
+        managers = sorted(name for name in virtualizarr_fill.__all__
+                          if inspect.isgeneratorfunction(
+                              getattr(getattr(virtualizarr_fill, name), "__wrapped__", None)))
+        arguments = {{"fill_conflicts": ("use_first",)}}
+        inside = {{}}
+        for name in managers:
+            with getattr(virtualizarr_fill, name)(*arguments.get(name, ())):
+                xr.concat([vds, vds], dim="y", coords="minimal", compat="override")
+                store = TIFFParser()("file://" + files[0], registry)
+                assert np.array_equal(zarr.open_group(store, mode="r")["band_data"][0],
+                                      tifffile.imread(files[0]))
+                assert np.array_equal(xr.open_zarr(repo.readonly_session("main").store,
+                    consolidated=False).band_data.values[0], expected)
+                inside[name] = compare(before, snapshot(), name)["replaced"]
         after = snapshot()
         print(json.dumps({{"used": compare(before, used, "use")["replaced"],
-                          "inside": compare(before, inside, "inside")["replaced"],
+                          "managers": managers, "inside": inside,
                           "after": compare(before, after, "after")["replaced"]}}))
         """,
         tmp_path,
     )
     assert outcome["used"] == []
     assert outcome["after"] == []
-    # Inside fast_reads(), zarr's read functions are replaced, and only those.
-    assert outcome["inside"], "fast_reads() should route zarr's reads through its read path"
-    assert all(key.split(".")[0].split(":")[0] == "zarr" for key in outcome["inside"]), outcome[
-        "inside"
-    ]
+    assert outcome["managers"] == ["fast_reads", "fill_conflicts", "use_manifest_pipeline"]
+    assert outcome["inside"] == {name: [] for name in outcome["managers"]}
+
+
+def test_zarr_alone_imports_nothing_of_the_package(tmp_path: Path) -> None:
+    """With the package installed as this checkout declares it, a process that uses zarr
+    and never imports the package (creates a group and arrays, writes, reopens, reads)
+    finds none of its modules loaded: a zarr release that renames what the package
+    imports cannot break zarr for everyone who has it installed."""
+    code = textwrap.dedent(
+        """
+        import importlib.metadata, importlib.util, json, sys
+        import numpy as np, zarr
+        installed = importlib.util.find_spec("virtualizarr_fill") is not None
+        codecs = [e.name for e in importlib.metadata.entry_points(group="zarr.codecs")
+                  if e.value.startswith("virtualizarr_fill")]
+        values = np.arange(24, dtype="i2").reshape(6, 4)
+        group = zarr.open_group("data.zarr", mode="w")
+        group.create_array("a", shape=(6, 4), chunks=(3, 2), dtype="i2")[...] = values
+        zarr.create_array(store={}, shape=(4,), dtype="u1")[:] = 7
+        reread = zarr.open_group("data.zarr", mode="r")["a"][...]
+        assert np.array_equal(reread, values)
+        print(json.dumps({"installed": installed, "codecs": codecs,
+                          "ours": sorted(m for m in sys.modules
+                                         if m.split(".")[0] == "virtualizarr_fill")}))
+        """
+    )
+    result = run_python(code, cwd=tmp_path, without_project=site_with_checkout(tmp_path / "s"))
+    assert result.returncode == 0, result.stderr[-4000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["installed"]
+    assert "virtualizarr_fill.truncate" in outcome["codecs"]
+    assert outcome["ours"] == []
 
 
 # --------------------------------------------------------------------------- peers

@@ -3,7 +3,8 @@
 The tests VirtualiZarr ships in its wheel run three times, on the same libraries:
 
 * where virtualizarr-fill is not installed (``tests/_environments.py``): the baseline;
-* where it is installed (zarr may load its codecs and pipeline by entry point);
+* where it is installed (zarr may load its codecs by entry point), as this checkout's
+  ``pyproject.toml`` declares it;
 * where it is installed and imported (``-p virtualizarr_fill``).
 
 Any test that passes in the baseline must pass in the other two. Tests that fail
@@ -20,7 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests._environments import run_pytest, site_packages, site_without_project
+from tests._environments import (
+    run_pytest,
+    site_packages,
+    site_with_checkout,
+    site_without_project,
+)
 
 PEER_SUITE = Path(__file__).resolve().parents[3] / "shared" / "peer-suites" / "virtualizarr"
 
@@ -65,10 +71,12 @@ def _passed(output: str) -> set[str]:
 def test_virtualizarr_suite_passes_with_virtualizarr_fill(tmp_path: Path) -> None:
     suite = _suite_dir(tmp_path)
     without = site_without_project(tmp_path / "site")
+    # This checkout, not the shared environment's install (which may be of another).
+    ours = site_with_checkout(tmp_path / "site-checkout")
     runs = {
         "not installed": run_pytest(ARGS, cwd=suite, without_project=without),
-        "installed": run_pytest(ARGS, cwd=suite),
-        "imported": run_pytest(["-p", "virtualizarr_fill", *ARGS], cwd=suite),
+        "installed": run_pytest(ARGS, cwd=suite, without_project=ours),
+        "imported": run_pytest(["-p", "virtualizarr_fill", *ARGS], cwd=suite, without_project=ours),
     }
     passed = {name: _passed(run.stdout) for name, run in runs.items()}
     baseline = passed["not installed"]

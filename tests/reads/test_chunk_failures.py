@@ -1,7 +1,7 @@
 """A chunk that cannot be decoded is named: ``ChunkDecodeError`` with its array, its index
 in the chunk grid, its file and byte range, read through the manifest pipeline
-(``fast_reads`` and ``use_manifest_pipeline``), on every way that pipeline reads (a few
-chunks, many chunks on a lattice, threads), and by its store key for an Icechunk store.
+(``use_manifest_pipeline``), on every way that pipeline reads (a few chunks, many, worker
+threads), and by its store key for an Icechunk store.
 
 Files are written by tifffile and h5py, then damaged; the expected chunk and byte range
 come from tifffile's strip offsets and h5py's chunk index, and the native readers fail
@@ -26,11 +26,11 @@ from obstore.store import LocalStore
 
 import virtualizarr_fill
 from virtualizarr_fill import ChunkDecodeError, HDF5Parser, TIFFParser
-from virtualizarr_fill.reads import scheduling, selections
+from virtualizarr_fill.reads import scheduling
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 
-READ_PATHS = ["fast_reads", "use_manifest_pipeline"]
+READ_PATHS = ["use_manifest_pipeline"]
 
 
 def _reading(path: str) -> Any:
@@ -69,10 +69,10 @@ def _open_band(path: Path) -> Any:
     [
         (64, 16, np.s_[:]),  # a few chunks
         (64, 16, np.s_[1, 20:24, :]),  # one chunk
-        (512, 2, np.s_[:]),  # many small chunks, decoded on a lattice
+        (512, 2, np.s_[:]),  # many small chunks
         (8192, 512, np.s_[:]),  # large enough to be shared among threads
     ],
-    ids=["few", "one", "lattice", "threads"],
+    ids=["few", "one", "many", "threads"],
 )
 def test_a_corrupt_tiff_strip_is_named(
     tmp_path: Path,
@@ -85,10 +85,6 @@ def test_a_corrupt_tiff_strip_is_named(
     ways: list[str] = []
     pool = scheduling.thread_pool
     monkeypatch.setattr(scheduling, "thread_pool", lambda: ways.append("threads") or pool())
-    blocks = selections.read_blocks
-    monkeypatch.setattr(
-        selections, "read_blocks", lambda lattice: ways.append("lattice") or blocks(lattice)
-    )
     path = tmp_path / "damaged.tif"
     data = _lzw_tiff(path, rows, rows_per_strip)
     offsets, counts = _strips(path)
@@ -106,8 +102,6 @@ def test_a_corrupt_tiff_strip_is_named(
     assert "IMCD_LZW" in str(raised.value)
     if rows_per_strip == 512:
         assert "threads" in ways
-    if rows_per_strip == 2 and read_path == "fast_reads":
-        assert "lattice" in ways
     # the strips before it still read as written
     with _reading(read_path):
         before = _open_band(path)[:, : bad * rows_per_strip, :]

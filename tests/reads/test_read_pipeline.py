@@ -12,7 +12,6 @@ own pipeline.
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -317,11 +316,9 @@ def test_s3_on_loopback(
 
 @pytest.mark.parametrize("compression", [None, "zlib"])
 @pytest.mark.parametrize("threaded", [False, True], ids=["event_loop", "threads"])
-@pytest.mark.parametrize("reads", ["use_manifest_pipeline", "fast_reads"])
 def test_file_shortened_after_parsing(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-    reads: str,
     threaded: bool,
     compression: str | None,
 ) -> None:
@@ -336,7 +333,7 @@ def test_file_shortened_after_parsing(
     tifffile.imwrite(path, values, rowsperstrip=8, compression=compression)
     store = _local(TIFFParser(), path)
     path.write_bytes(path.read_bytes()[:2000])  # the last strips are gone
-    with getattr(virtualizarr_fill, reads)(), pytest.raises(StoreReadError) as raised:
+    with virtualizarr_fill.use_manifest_pipeline(), pytest.raises(StoreReadError) as raised:
         zarr.open_group(store, mode="r")["band_data"][...]
     assert f"file://{path}" in str(raised.value)
 
@@ -525,39 +522,6 @@ def test_zlib_streams_inflate_to_the_codecs_bytes() -> None:
         assert bytes(got) == raw
     with pytest.raises(zlib.error, match="incomplete or truncated"):
         bytes_decoders.bytes_decoder((zlib_codec,))(zlib.compress(raw)[:-30], spec, 20 * 30 * 4)
-
-
-def test_pipeline_named_by_environment_in_a_fresh_process(
-    tmp_path: Path, tiff_files: dict[str, Path]
-) -> None:
-    """A process that only sets ``ZARR_CODEC_PIPELINE__PATH`` (a dask worker, say) finds
-    the pipeline through its entry point, and reads with it."""
-    import os
-    import subprocess
-
-    path = tiff_files["strip_short_rgb_chunky_deflate"]
-    script = f"""
-import zarr.registry
-cls = zarr.registry.get_pipeline_class()
-assert cls.__module__ == "virtualizarr_fill.reads.pipeline", cls
-from obspec_utils.registry import ObjectStoreRegistry
-from obstore.store import LocalStore
-import numpy as np, tifffile, zarr
-from virtualizarr_fill import TIFFParser
-store = TIFFParser()("file://{path}", ObjectStoreRegistry({{"file://": LocalStore()}}))
-array = zarr.open_array(store, path="band_data", mode="r")
-assert type(array._async_array.codec_pipeline) is cls
-values = array[...]
-expected = tifffile.imread("{path}")
-assert np.array_equal(values, np.moveaxis(expected, -1, 0)), "values differ"
-print("ok")
-"""
-    env = {**os.environ, "ZARR_CODEC_PIPELINE__PATH": PIPELINE_PATH}
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
 
 
 def test_transposes_are_undone_by_numpys_inverse_orders() -> None:

@@ -6,7 +6,7 @@ undoing a checksum of a small chunk. For the codecs whose decoding is known exac
 PackBits, the truncate codec next to the ``bytes`` codec), :func:`bytes_decoder` calls
 the function the codec itself calls, on the bytes themselves, and zlib streams that
 decode into the chunk are inflated by libdeflate; any other codec decodes its own way.
-The bytes are the same as the codecs' (tests/reads/test_zarr_read_path.py compares them).
+The bytes are the same as the codecs' (tests/reads/test_decoding.py compares them).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ file and byte range.
 A corrupt or changed file shows up at read time, when a chunk's bytes go through its
 codecs: a decompressor's own error ("imcd_lzw_decode returned IMCD_LZW_CORRUPT"), or a
 reshape of the wrong number of values, neither naming the file. The manifest read path
-(:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline` and
-:func:`virtualizarr_fill.fast_reads`) wraps each decode of a read
+(:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`, selected with
+:func:`virtualizarr_fill.use_manifest_pipeline`) wraps each decode of a read
 (:func:`naming_failures`) so that such an error becomes a
 :class:`~virtualizarr_fill.errors.ChunkDecodeError` saying which chunk of which file
 failed and why. Reads it leaves to zarr's own pipeline (other stores, such as Icechunk)

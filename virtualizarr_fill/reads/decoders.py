@@ -72,9 +72,8 @@ RESOLVED_KEPT = 256
 def resolved_specs(aa_codecs: tuple[Any, ...], spec: ArraySpec) -> _Resolved:
     """zarr's ``resolve_aa_specs``, the same objects for the same codecs and spec.
 
-    Reads share their chunk specs (:func:`~virtualizarr_fill.reads.selections.chunk_spec`)
-    and an array its codecs, and resolving a transpose builds a new spec at every read
-    of a band-first TIFF, which takes as long as reading one of its small strips."""
+    The reads of an array share its codecs, and resolving a transpose builds a new spec
+    at every read of a band-first TIFF, which takes as long as reading one of its small strips."""
     key = (id(aa_codecs), id(spec))
     found = _resolved.get(key)
     if found is not None:

@@ -1,12 +1,19 @@
 """``ManifestCodecPipeline``: a zarr codec pipeline that reads ManifestStores a whole batch
 at a time.
 
-zarr finds it by name (``codec_pipeline.path``, or the environment variable
-``ZARR_CODEC_PIPELINE__PATH`` in a dask worker) through this package's
-``zarr.codec_pipeline`` entry point, which zarr loads at the first array it creates or
-opens, in every process where the package is installed. This module therefore imports
-nothing but zarr: the reading machinery (:mod:`virtualizarr_fill.reads.batch_reads`,
-which imports VirtualiZarr and the decompressors) is imported at the first read.
+Importing this module registers the pipeline with zarr (``zarr.registry.register_pipeline``),
+after which zarr's ``codec_pipeline.path`` setting (or ``ZARR_CODEC_PIPELINE__PATH``)
+can name it. The package declares no ``zarr.codec_pipeline`` entry point: zarr imports
+every such entry point at the first array any process creates or opens, so one would load
+this module into every zarr user's process. A process that names the pipeline without
+importing the package (a dask worker) imports this module first, for example as a worker
+preload (docs/guide/reading.md).
+
+At load it imports only what zarr documents for pipeline authors (the ``CodecPipeline``
+base class and the types of its methods, the default ``BatchedCodecPipeline`` it wraps,
+the registry); the rest of zarr it uses, and the reading machinery
+(:mod:`virtualizarr_fill.reads.batch_reads`, which imports VirtualiZarr and the
+decompressors), is imported when an array is read with it.
 
 Everything other than reads of ManifestStores (writes, other stores, sharding, codecs
 without a synchronous implementation, non-CPU buffers) goes to zarr's
@@ -15,20 +22,20 @@ without a synchronous implementation, non-CPU buffers) goes to zarr's
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Self
 
-from zarr.abc.codec import Codec, CodecPipeline, GetResult
-from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
-from zarr.core.chunk_utils import ChunkTransform
+from zarr.abc.codec import Codec, CodecPipeline
+from zarr.core.array_spec import ArraySpec
+from zarr.core.buffer import Buffer, NDBuffer
 from zarr.core.codec_pipeline import BatchedCodecPipeline
-from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
+from zarr.registry import register_pipeline
 
 if TYPE_CHECKING:
+    from zarr.abc.codec import GetResult
     from zarr.abc.store import ByteSetter
+    from zarr.core.chunk_utils import ChunkTransform
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
     from zarr.core.indexing import SelectorTuple
     from zarr.core.metadata.v3 import ChunkGridMetadata
@@ -38,18 +45,10 @@ if TYPE_CHECKING:
 
 PIPELINE_PATH = "virtualizarr_fill.reads.pipeline.ManifestCodecPipeline"
 """zarr's ``codec_pipeline.path`` setting that selects
-:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline`, for a whole process
-(``ZARR_CODEC_PIPELINE__PATH`` in a dask worker's environment) or with
+:class:`~virtualizarr_fill.reads.pipeline.ManifestCodecPipeline` in a process that has
+imported this module: for the whole process (``ZARR_CODEC_PIPELINE__PATH`` in a dask
+worker's environment, with this module as a worker preload) or with
 ``zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})``."""
-
-#: Pipelines kept by :meth:`ManifestCodecPipeline.from_array_metadata_and_store`.
-PIPELINES_KEPT = 4096
-#: The pipeline built for a codec list and chunk spec, by the id of the codec list: the
-#: arrays of one file share their metadata's codec list, and building a pipeline costs
-#: more than opening the array otherwise does. Each entry keeps its codec list, so the
-#: id is not reused while it lives; emptied when :data:`PIPELINES_KEPT` are kept.
-_pipelines: dict[int, tuple[Any, ArraySpec, ManifestCodecPipeline]] = {}
-
 
 @dataclass(frozen=True)
 class ManifestCodecPipeline(CodecPipeline):
@@ -58,8 +57,8 @@ class ManifestCodecPipeline(CodecPipeline):
     For a read from a ``ManifestStore`` it looks every chunk up in the array's manifest
     at once, fetches the byte ranges with one ``get_ranges`` call per file, and decodes
     with the array's own codecs (see :mod:`virtualizarr_fill.reads.batch_reads`).
-    Select it with :func:`virtualizarr_fill.use_manifest_pipeline` or
-    :func:`virtualizarr_fill.fast_reads`.
+    Select it with :func:`virtualizarr_fill.use_manifest_pipeline`, or with zarr's
+    ``codec_pipeline.path`` setting (:data:`PIPELINE_PATH`) once this module is imported.
     """
 
     inner: BatchedCodecPipeline
@@ -71,40 +70,15 @@ class ManifestCodecPipeline(CodecPipeline):
         inner = BatchedCodecPipeline.from_codecs(codecs, batch_size=batch_size)
         return cls(inner=inner, transform=None)
 
-    @classmethod
-    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
-        """The pipeline zarr builds for an array it opens (``from_codecs``, then
-        ``evolve_from_array_spec`` with the same chunk spec), built once per codec list
-        and chunk spec: the arrays parsed from one file's metadata share it."""
-        if not isinstance(array_metadata, ArrayV3Metadata):
-            raise NotImplementedError  # zarr builds it
-        grid = array_metadata.chunk_grid
-        spec = ArraySpec(
-            shape=grid.chunk_shape
-            if isinstance(grid, RegularChunkGridMetadata)
-            else (1,) * len(array_metadata.shape),
-            dtype=array_metadata.data_type,
-            fill_value=array_metadata.fill_value,
-            config=ArrayConfig.from_dict({}),
-            prototype=default_buffer_prototype(),
-        )
-        codecs = array_metadata.codecs
-        found = _pipelines.get(id(codecs))
-        with contextlib.suppress(Exception):  # e.g. fill values that do not compare
-            if found is not None and found[0] is codecs and bool(found[1] == spec):
-                return cast("Self", found[2])
-        pipeline = cls.from_codecs(codecs).evolve_from_array_spec(spec)
-        if len(_pipelines) >= PIPELINES_KEPT:
-            _pipelines.clear()
-        _pipelines[id(codecs)] = (codecs, spec, pipeline)
-        return pipeline
-
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
         inner = self.inner.evolve_from_array_spec(array_spec)
+        transform: ChunkTransform | None = None  # zarr's pipeline reads (see reads_manifests)
         try:
-            transform: ChunkTransform | None = ChunkTransform(codecs=tuple(inner))
-        except TypeError:
-            transform = None
+            from zarr.core.chunk_utils import ChunkTransform
+
+            transform = ChunkTransform(codecs=tuple(inner))
+        except (ImportError, TypeError):  # a zarr without it, or a codec without sync decode
+            pass
         from virtualizarr_fill.reads.raw_layout import RawLayout
 
         raw = RawLayout.of_chain(inner, array_spec)
@@ -169,4 +143,7 @@ class ManifestCodecPipeline(CodecPipeline):
         return batch_reads.reads_manifests(self)
 
 
-__all__ = ["PIPELINES_KEPT", "PIPELINE_PATH", "ManifestCodecPipeline"]
+# zarr finds a pipeline named by ``codec_pipeline.path`` among the registered ones.
+register_pipeline(ManifestCodecPipeline)
+
+__all__ = ["PIPELINE_PATH", "ManifestCodecPipeline"]

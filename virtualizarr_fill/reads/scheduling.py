@@ -6,18 +6,16 @@ pieces (:func:`~virtualizarr_fill.reads.planning.pieces`) that worker threads fe
 decode, so that reading one piece overlaps decoding another (zlib, zstd, imagecodecs and
 file reads release the GIL), the bytes in memory stay bounded and zarr's event loop,
 shared by every thread reading, is not held up. :func:`read_planned` runs on zarr's
-event loop (the codec pipeline's ``read``); :func:`read_planned_here` in the calling
-thread, which takes the first piece itself (the fast read path's synchronous reads).
+event loop (the codec pipeline's ``read``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +27,6 @@ from virtualizarr_fill.reads.planning import ReadPlan
 
 if TYPE_CHECKING:
     from virtualizarr_fill.reads.decoders import Decode
-
-#: How a read fetches and decodes the chunks of a plan (:func:`read_planned` or
-#: :func:`read_planned_here`): store, plan, chunk descriptions, decode.
-Runner = Callable[[Any, ReadPlan, Sequence[Any], "Decode"], Awaitable[None]]
 
 #: Stored bytes in one read from which chunks are fetched and decoded in worker threads
 #: (zlib, zstd, imagecodecs and file reads release the GIL); below it the hand-off to
@@ -82,31 +76,6 @@ async def read_planned(store: Any, plan: ReadPlan, batch: Sequence[Any], decode:
         decode(batch, chunks, [i for i, data in enumerate(chunks) if data is not None])
 
 
-async def read_planned_here(
-    store: Any, plan: ReadPlan, batch: Sequence[Any], decode: Decode
-) -> None:
-    """:func:`read_planned` without the event loop (it never suspends): the calling
-    thread reads a small read from one file itself; the pieces of a large one, or the
-    files of one spanning several, are shared between it and worker threads (it would
-    otherwise only wait: a read of one piece handed to a worker took longer than
-    reading it here)."""
-    if not threaded(plan) and len(plan.by_file) <= 1:
-        fetch_and_decode(store, plan, batch, decode)
-        return
-    cut = list(planning.pieces(plan, sharing_workers(plan)))
-    if not cut:
-        return
-    pool = thread_pool()
-    waiting = [pool.submit(fetch_and_decode, store, piece, batch, decode) for piece in cut[1:]]
-    try:
-        fetch_and_decode(store, cut[0], batch, decode)
-    finally:
-        # No worker may still write into the output once the read has returned or failed.
-        concurrent.futures.wait(waiting)
-    for future in waiting:
-        future.result()
-
-
 def fetch_and_decode(store: Any, piece: ReadPlan, batch: Sequence[Any], decode: Decode) -> None:
     """Read one piece's byte ranges (blocking) and decode them."""
     chunks = fetch_blocking(store, piece)
@@ -154,11 +123,9 @@ __all__ = [
     "SHARED_CHUNK_BYTES",
     "THREADED_BYTES",
     "THREADED_DECODED_BYTES",
-    "Runner",
     "fetch_and_decode",
     "max_workers",
     "read_planned",
-    "read_planned_here",
     "sharing_workers",
     "thread_pool",
     "threaded",
