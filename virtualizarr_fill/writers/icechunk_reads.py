@@ -143,4 +143,5 @@ class ChangedFilesNamingStore(WrapperStore[Any]):
         return f"ChangedFilesNamingStore({self.repository or self._store!r})"
 
     def __str__(self) -> str:
-        return self.repository or str(self._store)
+        # Messages that name a chunk "of <store>" name the Icechunk store, as unwrapped.
+        return str(self._store)
