@@ -9,7 +9,9 @@ same decimation factors (the leading levels common to all; the others are left o
 a warning naming the files that lack them). The combined tree is described again after
 the multiscales convention (:mod:`virtualizarr_fill.multiscales`).
 
-Icechunk stores take the tree as it is (``virtualizarr_fill.to_icechunk(tree, store)``);
+Icechunk stores take the tree as it is (``virtualizarr_fill.to_icechunk(tree, store)``;
+read it back with ``virtualizarr_fill.open_icechunk_datatree``, or one level with
+``open_icechunk(location, group="0")``);
 VirtualiZarr writes kerchunk references of datasets only, so :func:`multiscales_to_kerchunk` writes
 each level's references under its group name, with the group's attributes.
 """

@@ -354,7 +354,11 @@ def open_kerchunk(
         by default found from the references.
     remote_options
         Options of the file system the references point into (``{"anon": True}`` for
-        public S3 buckets, ...).
+        public S3 buckets, ...). Asynchronous file systems (``s3``, ``http``...) get
+        ``asynchronous=True``, which fsspec's reference file system requires, and
+        ``s3`` the endpoint and region of the ``AWS_*`` environment variables (see
+        :func:`remote_filesystem_options`); references into ``s3://`` need s3fs
+        (the ``kerchunk`` extra).
     **open_zarr_options
         Passed to :func:`xarray.open_zarr` (``chunks``, ``decode_times``, ...).
     """
