@@ -191,7 +191,7 @@ def _not_found(location: object) -> str:
         if local is not None and not local.exists():
             return f"{os.fspath(location)}: no such Icechunk repository (no such directory)"
         return f"{os.fspath(location)}: not an Icechunk repository (none was created there)"
-    return f"{location}: not an Icechunk repository (none was created there)"
+    return f"{_where(location)}: not an Icechunk repository (none was created there)"
 
 
 def open_repository(location: str | os.PathLike[str] | icechunk.Storage) -> icechunk.Repository:
@@ -238,8 +238,11 @@ def covering(repo: icechunk.Repository, urls: Iterable[str]) -> icechunk.Reposit
     return repo.reopen(config=config, authorize_virtual_chunk_access=_authorization(prefixes))
 
 
-def _where(location: str | os.PathLike[str] | icechunk.Storage) -> str:
-    return os.fspath(location) if isinstance(location, (str, os.PathLike)) else str(location)
+def _where(location: object) -> str:
+    if isinstance(location, (str, os.PathLike)):
+        return os.fspath(location)
+    # an icechunk.Storage describes itself over several lines
+    return (str(location).strip().splitlines() or [type(location).__name__])[0]
 
 
 def _readable_store(
