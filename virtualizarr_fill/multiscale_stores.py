@@ -227,4 +227,19 @@ def multiscales_to_kerchunk(
     return None
 
 
-__all__ = ["combine_multiscales", "common_levels", "multiscales_to_kerchunk"]
+def multiscale_levels(store: Any, group: str | None = None) -> list[str] | None:
+    """The level names of the multiscale group at ``group`` (the root by default) of a
+    Zarr format 3 store, or ``None`` when it is not one (or not a group)."""
+    import zarr
+
+    try:
+        node = zarr.open_group(store, path=group or "", mode="r", zarr_format=3)
+    except (FileNotFoundError, KeyError, ValueError, TypeError):
+        return None  # not a group: whoever opens it says why
+    try:
+        return levels_of(node.attrs)
+    except (KeyError, TypeError):
+        return None
+
+
+__all__ = ["combine_multiscales", "common_levels", "multiscale_levels", "multiscales_to_kerchunk"]

@@ -22,7 +22,7 @@ from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
 from virtualizarr_fill.cli import EXIT_IO, EXIT_MISMATCH, EXIT_OK, main
 from virtualizarr_fill.writers.icechunk_reads import SourceFileChangedError
 from virtualizarr_fill.writers.repository import (
-    MultiscaleRepositoryError,
+    MultiscaleGroupError,
     RepositoryNotFoundError,
 )
 
@@ -221,7 +221,7 @@ def test_a_multiscale_repository_says_how_to_open_it(
     repo = tmp_path / "pyramid.icechunk"
     _built(capsys, str(cog), "--overviews", "--out", str(repo))
 
-    with pytest.raises(MultiscaleRepositoryError) as raised:
+    with pytest.raises(MultiscaleGroupError) as raised:
         virtualizarr_fill.open_icechunk(repo)
     message = str(raised.value)
     assert message == (
@@ -255,3 +255,35 @@ def test_verify_of_a_missing_repository_is_one_line(
     code, out = _cli(capsys, "verify", str(tmp_path / "none.icechunk"), "--against", str(paths[0]))
     assert code == EXIT_IO
     assert out.strip().splitlines()[-1].startswith("virtualizarr-fill: error: ")
+
+
+def test_multiscale_kerchunk_references_say_how_to_open_a_level(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same refusal for kerchunk references of a multiscale group, whose suggestion
+    opens the full resolution."""
+    import virtualizarr_fill
+    from fixtures import make_gdal_features
+
+    cog = tmp_path / "cog.tif"
+    make_gdal_features.write_cog(
+        cog, height=96, width=64, block=32, overview_factors=(2,), mask=False
+    )
+    # JSON: build --overviews fails writing parquet references (KeyError in kerchunk.df)
+    refs = tmp_path / "pyramid.json"
+    _built(capsys, str(cog), "--overviews", "--out", str(refs))
+    with pytest.raises(MultiscaleGroupError) as raised:
+        virtualizarr_fill.open_kerchunk(refs)
+    assert str(raised.value) == (
+        f"{refs}: the root group is a multiscale group of levels 0, 1; open the full "
+        f"resolution with virtualizarr_fill.open_kerchunk({str(refs)!r}, group='0') "
+        "(and each other level by its name)"
+    )
+    full = virtualizarr_fill.open_kerchunk(str(refs), group="0")
+    half = virtualizarr_fill.open_kerchunk(str(refs), group="1")
+    with rasterio.open(cog) as src:
+        np.testing.assert_array_equal(full["band_data"].values, src.read())
+        np.testing.assert_array_equal(
+            half["band_data"].values,
+            src.read(out_shape=(src.count, src.height // 2, src.width // 2)),
+        )

@@ -331,6 +331,30 @@ def reference_filesystem(
     )
 
 
+def _refuse_multiscale_group(store: Any, references: str | Path, group: str | None) -> None:
+    """Refuse, saying how to open a level, a multiscale group asked for as one Dataset
+    (its arrays are in its level groups: xarray would return an empty Dataset)."""
+    import warnings
+
+    from virtualizarr_fill.multiscale_stores import multiscale_levels
+    from virtualizarr_fill.writers.repository import MultiscaleGroupError
+
+    with warnings.catch_warnings():
+        # fsspec's parquet references list their own index object next to the arrays.
+        warnings.filterwarnings("ignore", message="Object at .zmetadata is not recognized")
+        levels = multiscale_levels(store, group)
+    if levels is None:
+        return
+    where = str(references)
+    first = f"{group.rstrip('/')}/{levels[0]}" if group else levels[0]
+    raise MultiscaleGroupError(
+        f"{where}: {'group ' + repr(group) if group else 'the root group'} is a multiscale "
+        f"group of levels {', '.join(levels)}; open the full resolution with "
+        f"virtualizarr_fill.open_kerchunk({where!r}, group={first!r}) (and each other "
+        "level by its name)"
+    )
+
+
 def open_kerchunk(
     references: str | Path,
     *,
@@ -360,7 +384,13 @@ def open_kerchunk(
         :func:`remote_filesystem_options`); references into ``s3://`` need s3fs
         (the ``kerchunk`` extra).
     **open_zarr_options
-        Passed to :func:`xarray.open_zarr` (``chunks``, ``decode_times``, ...).
+        Passed to :func:`xarray.open_zarr` (``chunks``, ``decode_times``, ``group``...).
+
+    Raises
+    ------
+    virtualizarr_fill.writers.repository.MultiscaleGroupError
+        The group is a multiscale group (``build --overviews``): open one level with
+        ``group="0"`` (the full resolution), ``"1"``...
     """
     from zarr.storage import FsspecStore
 
@@ -377,6 +407,7 @@ def open_kerchunk(
         source, remote_protocol = document, _json_remote_protocol(document)
     fs = reference_filesystem(source, remote_protocol, remote_options)
     store = FsspecStore(fs, read_only=True, path="")
+    _refuse_multiscale_group(store, references, open_zarr_options.get("group"))
     open_zarr_options.setdefault("consolidated", False)
     if "zarr_format" in open_zarr_options:
         return xr.open_zarr(store, **open_zarr_options)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from virtualizarr_fill.writers.icechunk_reads import ChangedFilesNamingStore
 
 __all__ = [
-    "MultiscaleRepositoryError",
+    "MultiscaleGroupError",
     "RepositoryNotFoundError",
     "container_prefixes",
     "covering",
@@ -45,7 +45,7 @@ class RepositoryNotFoundError(VirtualizarrFillError, FileNotFoundError):
     """No Icechunk repository at the location given."""
 
 
-class MultiscaleRepositoryError(VirtualizarrFillError, ValueError):
+class MultiscaleGroupError(VirtualizarrFillError, ValueError):
     """The group asked for as a Dataset is a multiscale group (its levels are groups)."""
 
 
@@ -261,22 +261,15 @@ def _refuse_multiscale_group(
 ) -> None:
     """Refuse, saying how to open it, a multiscale group asked for as one Dataset: its
     arrays are in its level groups, so xarray would return an empty Dataset."""
-    import zarr
+    from virtualizarr_fill.multiscale_stores import multiscale_levels
 
-    try:
-        node = zarr.open_group(store, path=group or "", mode="r", zarr_format=3)
-    except (FileNotFoundError, KeyError, ValueError, TypeError):
-        return  # not a group: xarray says why
-    from virtualizarr_fill.multiscales import levels_of
-
-    try:
-        levels = levels_of(node.attrs)
-    except (KeyError, TypeError):
+    levels = multiscale_levels(store, group)
+    if levels is None:
         return
     where = _where(location)
     inner = f", group={group!r}" if group else ""
     first = f"{group.rstrip('/')}/{levels[0]}" if group else levels[0]
-    raise MultiscaleRepositoryError(
+    raise MultiscaleGroupError(
         f"{where}: {'group ' + repr(group) if group else 'the root group'} is a multiscale "
         f"group of levels {', '.join(levels)}; open every level with "
         f"virtualizarr_fill.open_icechunk_datatree({where!r}{inner}), or the full "
@@ -326,7 +319,7 @@ def open_icechunk(
     ------
     RepositoryNotFoundError
         No repository is at ``location`` (a ``FileNotFoundError``).
-    MultiscaleRepositoryError
+    MultiscaleGroupError
         The group is a multiscale group, whose arrays are in its levels' groups.
     """
     import xarray as xr
