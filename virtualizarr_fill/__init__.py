@@ -45,7 +45,11 @@ if TYPE_CHECKING:
     from virtualizarr_fill.tiff import TIFFParser
     from virtualizarr_fill.writers import to_icechunk, to_kerchunk
     from virtualizarr_fill.writers.kerchunk import open_kerchunk
-    from virtualizarr_fill.writers.repository import create_repository, open_icechunk
+    from virtualizarr_fill.writers.repository import (
+        create_repository,
+        open_icechunk,
+        open_icechunk_datatree,
+    )
 
 # Public name -> the module that defines it, imported on first access (PEP 562): the
 # codec entry points zarr loads import this package, and must stay light.
@@ -64,6 +68,7 @@ _LAZY = {
     "fast_reads": "virtualizarr_fill.reads",
     "fill_conflicts": "virtualizarr_fill.fill.conflicts",
     "open_icechunk": "virtualizarr_fill.writers.repository",
+    "open_icechunk_datatree": "virtualizarr_fill.writers.repository",
     "open_kerchunk": "virtualizarr_fill.writers.kerchunk",
     "open_virtual_mosaic": "virtualizarr_fill.assemble",
     "open_virtual_series": "virtualizarr_fill.assemble",
@@ -113,6 +118,7 @@ __all__ = [
     "fast_reads",
     "fill_conflicts",
     "open_icechunk",
+    "open_icechunk_datatree",
     "open_kerchunk",
     "open_virtual_mosaic",
     "open_virtual_series",

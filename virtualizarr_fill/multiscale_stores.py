@@ -9,7 +9,9 @@ same decimation factors (the leading levels common to all; the others are left o
 a warning naming the files that lack them). The combined tree is described again after
 the multiscales convention (:mod:`virtualizarr_fill.multiscales`).
 
-Icechunk stores take the tree as it is (``virtualizarr_fill.to_icechunk(tree, store)``);
+Icechunk stores take the tree as it is (``virtualizarr_fill.to_icechunk(tree, store)``;
+read it back with ``virtualizarr_fill.open_icechunk_datatree``, or one level with
+``open_icechunk(location, group="0")``);
 VirtualiZarr writes kerchunk references of datasets only, so :func:`multiscales_to_kerchunk` writes
 each level's references under its group name, with the group's attributes.
 """
@@ -225,4 +227,19 @@ def multiscales_to_kerchunk(
     return None
 
 
-__all__ = ["combine_multiscales", "common_levels", "multiscales_to_kerchunk"]
+def multiscale_levels(store: Any, group: str | None = None) -> list[str] | None:
+    """The level names of the multiscale group at ``group`` (the root by default) of a
+    Zarr format 3 store, or ``None`` when it is not one (or not a group)."""
+    import zarr
+
+    try:
+        node = zarr.open_group(store, path=group or "", mode="r", zarr_format=3)
+    except (FileNotFoundError, KeyError, ValueError, TypeError):
+        return None  # not a group: whoever opens it says why
+    try:
+        return levels_of(node.attrs)
+    except (KeyError, TypeError):
+        return None
+
+
+__all__ = ["combine_multiscales", "common_levels", "multiscale_levels", "multiscales_to_kerchunk"]

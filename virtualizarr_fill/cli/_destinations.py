@@ -162,12 +162,13 @@ def _open_icechunk_group(dest: str) -> Any:
 
 
 def _open_kerchunk_group(path: str, urls: Sequence[str]) -> Any:
-    import fsspec
     import zarr
     from zarr.storage import FsspecStore
 
+    from virtualizarr_fill.writers.kerchunk import reference_filesystem
+
     scheme = urlsplit(urls[0]).scheme if urls else "file"
-    fs = fsspec.filesystem("reference", fo=path, remote_protocol=scheme, asynchronous=True)
+    fs = reference_filesystem(path, scheme)
     with warnings.catch_warnings():
         # fsspec's parquet references list their own index object next to the arrays.
         warnings.filterwarnings("ignore", message="Object at .zmetadata is not recognized")

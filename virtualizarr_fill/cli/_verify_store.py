@@ -74,21 +74,25 @@ class _Opened:
 
 
 def _kerchunk(path: str, protocol: str) -> _Opened:
-    import fsspec
     import zarr
     from zarr.storage import FsspecStore
 
+    from virtualizarr_fill.writers.kerchunk import reference_filesystem
+
     # The protocol is given: fsspec would otherwise look for it by iterating over every
     # reference, which its lazy parquet mapper cannot do for Zarr format 3 references.
-    fs = fsspec.filesystem("reference", fo=path, remote_protocol=protocol, asynchronous=True)
+    fs = reference_filesystem(path, protocol)
     store = FsspecStore(fs, read_only=True, path="")
     group = zarr.open_group(store, mode="r")
     return _Opened(store, int(group.metadata.zarr_format), None)
 
 
 def _icechunk(dest: str) -> _Opened:
+    from virtualizarr_fill.writers.icechunk_reads import ChangedFilesNamingStore
+
     repo = open_icechunk_repository(dest)
-    return _Opened(repo.readonly_session("main").store, 3, recorded_inputs(repo))
+    store = ChangedFilesNamingStore(repo.readonly_session("main").store, dest)
+    return _Opened(store, 3, recorded_inputs(repo))
 
 
 def _open_level(opened: _Opened, group: str | None) -> tuple[xr.Dataset, xr.Dataset]:

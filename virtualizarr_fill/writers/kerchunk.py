@@ -257,7 +257,7 @@ def to_kerchunk(
 def _parquet_remote_protocol(references: Path) -> str | None:
     """The protocol of the first chunk reference in parquet references (fsspec would
     otherwise list every key to find it, which format 3 references' index entries
-    confuse); None for JSON references, which fsspec reads whole anyway."""
+    confuse); None for JSON references."""
     if not references.is_dir():
         return None
     import pandas as pd
@@ -267,7 +267,92 @@ def _parquet_remote_protocol(references: Path) -> str | None:
         if len(paths):
             url = str(paths.iloc[0])
             return url.split("://", 1)[0] if "://" in url else "file"
-    return None
+    return "file"
+
+
+def _json_remote_protocol(document: dict[str, Any]) -> str:
+    """The protocol of the first chunk reference of JSON references (``"file"`` for
+    references without a chunk or a protocol)."""
+    refs = document.get("refs", document)
+    for value in refs.values():
+        if isinstance(value, list) and value and isinstance(value[0], str) and value[0]:
+            return value[0].split("://", 1)[0] if "://" in value[0] else "file"
+    return "file"
+
+
+def remote_filesystem_options(
+    protocol: str, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The options of the file system kerchunk references point into, as fsspec's
+    reference file system needs them when zarr reads it asynchronously.
+
+    The reference file system refuses an asynchronous target file system (``s3``,
+    ``http``, ``gcs``...) that was not itself created asynchronous, so such targets get
+    ``asynchronous=True``. ``s3`` targets also get the endpoint of the standard
+    ``AWS_*`` environment variables (as the rest of this package reads them) unless
+    ``options`` name one.
+    """
+    import fsspec
+
+    chosen = dict(options or {})
+    if fsspec.get_filesystem_class(protocol).async_impl:
+        chosen.setdefault("asynchronous", True)
+    if protocol in ("s3", "s3a"):
+        from virtualizarr_fill.writers.repository import s3_options
+
+        settings = s3_options()
+        client = dict(chosen.get("client_kwargs") or {})
+        if settings["endpoint_url"] and "endpoint_url" not in chosen:
+            client.setdefault("endpoint_url", settings["endpoint_url"])
+        if settings["region"]:
+            client.setdefault("region_name", settings["region"])
+        if client:
+            chosen["client_kwargs"] = client
+    return chosen
+
+
+def reference_filesystem(
+    references: str | Path | dict[str, Any],
+    remote_protocol: str,
+    remote_options: dict[str, Any] | None = None,
+) -> Any:
+    """fsspec's reference file system over kerchunk references (a JSON file or parquet
+    directory, or references already read), asynchronous as zarr's ``FsspecStore``
+    needs it, its target file system (``remote_protocol``: ``"file"``, ``"s3"``...)
+    configured by :func:`remote_filesystem_options`."""
+    import fsspec
+
+    return fsspec.filesystem(
+        "reference",
+        fo=references if isinstance(references, dict) else str(references),
+        remote_protocol=remote_protocol,
+        remote_options=remote_filesystem_options(remote_protocol, remote_options),
+        asynchronous=True,
+    )
+
+
+def _refuse_multiscale_group(store: Any, references: str | Path, group: str | None) -> None:
+    """Refuse, saying how to open a level, a multiscale group asked for as one Dataset
+    (its arrays are in its level groups: xarray would return an empty Dataset)."""
+    import warnings
+
+    from virtualizarr_fill.multiscale_stores import multiscale_levels
+    from virtualizarr_fill.writers.repository import MultiscaleGroupError
+
+    with warnings.catch_warnings():
+        # fsspec's parquet references list their own index object next to the arrays.
+        warnings.filterwarnings("ignore", message="Object at .zmetadata is not recognized")
+        levels = multiscale_levels(store, group)
+    if levels is None:
+        return
+    where = str(references)
+    first = f"{group.rstrip('/')}/{levels[0]}" if group else levels[0]
+    raise MultiscaleGroupError(
+        f"{where}: {'group ' + repr(group) if group else 'the root group'} is a multiscale "
+        f"group of levels {', '.join(levels)}; open the full resolution with "
+        f"virtualizarr_fill.open_kerchunk({where!r}, group={first!r}) (and each other "
+        "level by its name)"
+    )
 
 
 def open_kerchunk(
@@ -293,24 +378,36 @@ def open_kerchunk(
         by default found from the references.
     remote_options
         Options of the file system the references point into (``{"anon": True}`` for
-        public S3 buckets, ...).
+        public S3 buckets, ...). Asynchronous file systems (``s3``, ``http``...) get
+        ``asynchronous=True``, which fsspec's reference file system requires, and
+        ``s3`` the endpoint and region of the ``AWS_*`` environment variables (see
+        :func:`remote_filesystem_options`); references into ``s3://`` need s3fs
+        (the ``kerchunk`` extra).
     **open_zarr_options
-        Passed to :func:`xarray.open_zarr` (``chunks``, ``decode_times``, ...).
+        Passed to :func:`xarray.open_zarr` (``chunks``, ``decode_times``, ``group``...).
+
+    Raises
+    ------
+    virtualizarr_fill.writers.repository.MultiscaleGroupError
+        The group is a multiscale group (``build --overviews``): open one level with
+        ``group="0"`` (the full resolution), ``"1"``...
     """
-    import fsspec
     from zarr.storage import FsspecStore
 
     from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
 
     enable_rectilinear_chunks()
-    fs = fsspec.filesystem(
-        "reference",
-        fo=str(references),
-        remote_protocol=remote_protocol or _parquet_remote_protocol(Path(references)),
-        remote_options=remote_options or {},
-        asynchronous=True,
-    )
+    source: str | dict[str, Any] = str(references)
+    if remote_protocol is None:
+        remote_protocol = _parquet_remote_protocol(Path(references))
+    if remote_protocol is None:
+        # JSON references: read once, here, to find the protocol their options depend on.
+        with open(references, "rb") as file:
+            document = json.load(file)
+        source, remote_protocol = document, _json_remote_protocol(document)
+    fs = reference_filesystem(source, remote_protocol, remote_options)
     store = FsspecStore(fs, read_only=True, path="")
+    _refuse_multiscale_group(store, references, open_zarr_options.get("group"))
     open_zarr_options.setdefault("consolidated", False)
     if "zarr_format" in open_zarr_options:
         return xr.open_zarr(store, **open_zarr_options)
@@ -327,6 +424,8 @@ __all__ = [
     "kerchunk_refs_v3_for_parquet",
     "needs_zarr_v3",
     "open_kerchunk",
+    "reference_filesystem",
+    "remote_filesystem_options",
     "to_kerchunk",
     "write_kerchunk_parquet_v3",
 ]

@@ -20,20 +20,33 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from virtualizarr_fill.errors import UnsupportedFeatureError
+from virtualizarr_fill.errors import UnsupportedFeatureError, VirtualizarrFillError
 
 if TYPE_CHECKING:
     import icechunk
     import xarray as xr
 
+    from virtualizarr_fill.writers.icechunk_reads import ChangedFilesNamingStore
+
 __all__ = [
+    "MultiscaleGroupError",
+    "RepositoryNotFoundError",
     "container_prefixes",
     "covering",
     "create_repository",
     "open_icechunk",
+    "open_icechunk_datatree",
     "open_repository",
     "storage_for",
 ]
+
+
+class RepositoryNotFoundError(VirtualizarrFillError, FileNotFoundError):
+    """No Icechunk repository at the location given."""
+
+
+class MultiscaleGroupError(VirtualizarrFillError, ValueError):
+    """The group asked for as a Dataset is a multiscale group (its levels are groups)."""
 
 
 def _env(*names: str) -> str | None:
@@ -172,12 +185,34 @@ def create_repository(
     )
 
 
+def _not_found(location: object) -> str:
+    if isinstance(location, (str, os.PathLike)):
+        local = _local(location)
+        if local is not None and not local.exists():
+            return f"{os.fspath(location)}: no such Icechunk repository (no such directory)"
+        return f"{os.fspath(location)}: not an Icechunk repository (none was created there)"
+    return f"{_where(location)}: not an Icechunk repository (none was created there)"
+
+
 def open_repository(location: str | os.PathLike[str] | icechunk.Storage) -> icechunk.Repository:
     """An existing Icechunk repository, every virtual chunk container it lists
-    authorized (local directories, and S3 with credentials from the environment)."""
+    authorized (local directories, and S3 with credentials from the environment).
+
+    Parameters
+    ----------
+    location
+        A local path, an ``s3://bucket/prefix`` URL, or an ``icechunk.Storage``.
+
+    Raises
+    ------
+    RepositoryNotFoundError
+        No repository is there (a ``FileNotFoundError``).
+    """
     import icechunk
 
     storage = location if isinstance(location, icechunk.Storage) else storage_for(location)
+    if not icechunk.Repository.exists(storage):
+        raise RepositoryNotFoundError(_not_found(location))
     config = icechunk.Repository.fetch_config(storage)
     containers = (config.virtual_chunk_containers or {}) if config is not None else {}
     return icechunk.Repository.open(
@@ -203,6 +238,46 @@ def covering(repo: icechunk.Repository, urls: Iterable[str]) -> icechunk.Reposit
     return repo.reopen(config=config, authorize_virtual_chunk_access=_authorization(prefixes))
 
 
+def _where(location: object) -> str:
+    if isinstance(location, (str, os.PathLike)):
+        return os.fspath(location)
+    # an icechunk.Storage describes itself over several lines
+    return (str(location).strip().splitlines() or [type(location).__name__])[0]
+
+
+def _readable_store(
+    location: str | os.PathLike[str] | icechunk.Storage, branch: str
+) -> ChangedFilesNamingStore:
+    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+    from virtualizarr_fill.writers.icechunk_reads import ChangedFilesNamingStore
+
+    enable_rectilinear_chunks()
+    session = open_repository(location).readonly_session(branch)
+    return ChangedFilesNamingStore(session.store, _where(location))
+
+
+def _refuse_multiscale_group(
+    store: Any, location: str | os.PathLike[str] | icechunk.Storage, group: str | None
+) -> None:
+    """Refuse, saying how to open it, a multiscale group asked for as one Dataset: its
+    arrays are in its level groups, so xarray would return an empty Dataset."""
+    from virtualizarr_fill.multiscale_stores import multiscale_levels
+
+    levels = multiscale_levels(store, group)
+    if levels is None:
+        return
+    where = _where(location)
+    inner = f", group={group!r}" if group else ""
+    first = f"{group.rstrip('/')}/{levels[0]}" if group else levels[0]
+    raise MultiscaleGroupError(
+        f"{where}: {'group ' + repr(group) if group else 'the root group'} is a multiscale "
+        f"group of levels {', '.join(levels)}; open every level with "
+        f"virtualizarr_fill.open_icechunk_datatree({where!r}{inner}), or the full "
+        f"resolution as a Dataset with virtualizarr_fill.open_icechunk({where!r}, "
+        f"group={first!r})"
+    )
+
+
 def open_icechunk(
     location: str | os.PathLike[str] | icechunk.Storage,
     *,
@@ -213,10 +288,13 @@ def open_icechunk(
     """Open an Icechunk repository of virtual references as an xarray Dataset.
 
     The repository's virtual chunk containers are authorized (see
-    :func:`open_repository`) and zarr's rectilinear chunk grids are enabled for this
-    process (see :func:`virtualizarr_fill.enable_rectilinear_chunks`), so that the
-    stores ``virtualizarr-fill build`` and :func:`virtualizarr_fill.to_icechunk` write
-    open in one call.
+    :func:`virtualizarr_fill.writers.repository.open_repository`) and zarr's
+    rectilinear chunk grids are enabled for this process (see
+    :func:`virtualizarr_fill.enable_rectilinear_chunks`), so that the stores
+    ``virtualizarr-fill build`` and :func:`virtualizarr_fill.to_icechunk` write open in
+    one call. A multiscale repository (``virtualizarr-fill build-multiscales``) holds
+    one group per level: open it with :func:`open_icechunk_datatree`, or one level with
+    ``group="0"`` (the full resolution).
 
     Parameters
     ----------
@@ -232,14 +310,71 @@ def open_icechunk(
     Returns
     -------
     xarray.Dataset
-        The dataset, lazily loaded.
+        The dataset, lazily loaded. Reading a chunk of a file modified since the
+        repository recorded it raises a
+        :class:`~virtualizarr_fill.writers.icechunk_reads.SourceFileChangedError`
+        naming the file.
+
+    Raises
+    ------
+    RepositoryNotFoundError
+        No repository is at ``location`` (a ``FileNotFoundError``).
+    MultiscaleGroupError
+        The group is a multiscale group, whose arrays are in its levels' groups.
     """
     import xarray as xr
 
-    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
-
-    enable_rectilinear_chunks()
-    session = open_repository(location).readonly_session(branch)
+    store = _readable_store(location, branch)
+    _refuse_multiscale_group(store, location, group)
     open_zarr_options.setdefault("consolidated", False)
     open_zarr_options.setdefault("zarr_format", 3)
-    return xr.open_zarr(session.store, group=group, **open_zarr_options)
+    return xr.open_zarr(store, group=group, **open_zarr_options)
+
+
+def open_icechunk_datatree(
+    location: str | os.PathLike[str] | icechunk.Storage,
+    *,
+    branch: str = "main",
+    group: str | None = None,
+    **open_datatree_options: Any,
+) -> xr.DataTree:
+    """Open an Icechunk repository of virtual references as an xarray DataTree: every
+    group, such as the levels of a multiscale repository (``virtualizarr-fill
+    build-multiscales``) or the groups of an HDF5 file.
+
+    The repository is opened as :func:`open_icechunk` opens it (containers authorized,
+    rectilinear chunk grids enabled, a changed file named by a
+    :class:`~virtualizarr_fill.writers.icechunk_reads.SourceFileChangedError`).
+
+    Parameters
+    ----------
+    location
+        A local path, an ``s3://bucket/prefix`` URL, or an ``icechunk.Storage``.
+    branch
+        The branch to read.
+    group
+        The group at the root of the tree (default: the repository's root).
+    **open_datatree_options
+        Passed to :func:`xarray.open_datatree` (``chunks``, ``decode_times``, ...).
+
+    Returns
+    -------
+    xarray.DataTree
+        The tree, lazily loaded.
+
+    Raises
+    ------
+    RepositoryNotFoundError
+        No repository is at ``location`` (a ``FileNotFoundError``).
+    """
+    import xarray as xr
+
+    store = _readable_store(location, branch)
+    open_datatree_options.setdefault("consolidated", False)
+    open_datatree_options.setdefault("zarr_format", 3)
+    return xr.open_datatree(
+        store,  # type: ignore[arg-type]  # xarray's zarr backend takes any zarr store
+        engine="zarr",
+        group=group,
+        **open_datatree_options,
+    )
