@@ -23,6 +23,7 @@ from virtualizarr_fill.cli._destinations import (
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
+from virtualizarr_fill.cli._ownership import check_replaceable
 from virtualizarr_fill.cli._parse import (
     ParsedFile,
     file_error,
@@ -365,6 +366,8 @@ def command_build(args: argparse.Namespace) -> int:
             "or --append to add files to a repository)",
             EXIT_USAGE,
         )
+    if args.overwrite:  # (--append refuses --overwrite above)
+        check_replaceable(destination)
     urls = expand_inputs(args.inputs)
     if args.append:
         _refuse_known(urls, known, destination.text)
