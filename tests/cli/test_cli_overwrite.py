@@ -177,3 +177,31 @@ def test_overviews_build_refuses_a_users_folder_and_replaces_its_own(
     assert _run(capsys, "build", cog, "--overviews", "--out", repo)[0] == EXIT_OK
     code, _, err = _run(capsys, "build", cog, "--overviews", "--out", repo, "--overwrite")
     assert code == EXIT_OK, err
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "expected"),
+    [
+        ("repo", "file", "is a file, not an Icechunk repository"),
+        ("refs.json", "directory", "is a directory, not kerchunk JSON references"),
+        ("refs.parquet", "file", "is a file, not kerchunk parquet references"),
+    ],
+)
+def test_another_kind_of_thing_at_the_destination_is_not_replaced(
+    tmp_path: Path,
+    two_tiles: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    make: str,
+    expected: str,
+) -> None:
+    target = tmp_path / name
+    if make == "file":
+        target.write_text("important")
+    else:
+        target.mkdir()
+        (target / "notes.txt").write_text("important")
+    code, _, err = _run(capsys, "build", two_tiles[0], "--out", target, "--overwrite")
+    assert code == EXIT_USAGE and expected in _error_line(err)
+    kept = target if make == "file" else target / "notes.txt"
+    assert kept.read_text() == "important"
