@@ -22,7 +22,7 @@ import pytest
 import tifffile
 
 import virtualizarr_fill
-from virtualizarr_fill.cli import EXIT_OK, EXIT_USAGE, main
+from virtualizarr_fill.cli import EXIT_IO, EXIT_OK, EXIT_USAGE, main
 from virtualizarr_fill.cli._inputs import expand_inputs
 from virtualizarr_fill.cli.progress import Progress
 
@@ -124,6 +124,24 @@ def test_inspect_describes_a_julian_calendar_file_without_cftime(tmp_path: Path)
     shapes = {a["name"]: a["shape"] for a in group["arrays"]}
     with netCDF4.Dataset(path) as ds:
         assert shapes == {name: list(ds[name].shape) for name in ("v", "time")}
+
+
+def test_build_without_cftime_names_the_file_and_the_package(tmp_path: Path) -> None:
+    path = _julian(tmp_path / "julian.nc")
+    no_cftime = "import sys; sys.modules['cftime'] = None; "
+    argv = ["build", path, "--out", tmp_path / "r.icechunk", "--workers", "0"]
+    result = subprocess.run(
+        _command(*argv, prelude=no_cftime),
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == EXIT_IO, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("virtualizarr-fill: error:")]
+    assert "julian.nc" in line and "'julian'" in line and "pip install cftime" in line
+    assert "internal error" not in line and not (tmp_path / "r.icechunk").exists()
 
 
 # --------------------------------------------------------------------------- progress
