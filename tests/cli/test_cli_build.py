@@ -236,6 +236,47 @@ def test_append_equals_building_everything_at_once(
     assert record["mode"] == "series" and record["dim"] == "time" and record["inputs"] == 4
 
 
+def _printed(out: str, label: str) -> str:
+    return next(line for line in out.splitlines() if line.strip().startswith(label))
+
+
+def test_append_summary_is_true_of_the_whole_repository(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After appending files of another folder, the summary gives the whole arrays'
+    shapes, and authorizing exactly the containers it prints reads the repository."""
+    import icechunk
+    import zarr
+
+    days = _days(tmp_path / "january" / "a", STARTS[:2]) + _days(
+        tmp_path / "january" / "b", STARTS[2:]
+    )
+    repo = tmp_path / "grown.icechunk"
+    assert _run(capsys, "build", *days[:2], "--concat-dim", "time", "--out", repo)[0] == EXIT_OK
+    code, out, err = _run(capsys, "build", *days[2:], "--out", repo, "--append")
+    assert code == EXIT_OK, err
+
+    expected = xr.open_mfdataset(days, engine="h5netcdf", combine="by_coords").load()
+    assert _printed(out, "t2m ").split()[:3] == ["t2m", "20x3", "float32"]
+    assert _printed(out, "time ").split()[:3] == ["time", "20", "datetime64[ns]"]
+    assert expected["t2m"].shape == (20, 3)
+
+    printed = _printed(out, "containers:").split("containers:", 1)[1]
+    prefixes = printed.split(" (virtual chunk containers")[0].strip().split(", ")
+    storage = icechunk.local_filesystem_storage(str(repo))
+    config = icechunk.Repository.fetch_config(storage)
+    assert config is not None
+    assert sorted(prefixes) == sorted(config.virtual_chunk_containers or {})
+    access = icechunk.containers_credentials(
+        {prefix: icechunk.credentials.LocalFileSystemAccess for prefix in prefixes}
+    )
+    reader = icechunk.Repository.open(storage, authorize_virtual_chunk_access=access)
+    virtualizarr_fill.enable_rectilinear_chunks()
+    group = zarr.open_group(reader.readonly_session("main").store, mode="r")
+    ds = xr.open_zarr(group.store, consolidated=False, zarr_format=3).load()
+    xr.testing.assert_equal(ds["t2m"], expected["t2m"])
+
+
 def _dated_scenes(directory: Path, days: list[str]) -> list[Path]:
     """One GeoTIFF scene per day (``S2_YYYYMMDD.tif``) of the same grid."""
     import rasterio

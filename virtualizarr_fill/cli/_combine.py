@@ -94,18 +94,21 @@ class Plan:
 @contextlib.contextmanager
 def combining(dim_label: str) -> Iterator[None]:
     """Map the refusals of a combination to one-line command errors."""
+    from virtualizarr_fill.fill.combine import FillConflictError
+
     try:
         yield
     except CliError:
         raise
-    except VirtualizarrFillError as error:
-        hint = (
-            " On the command line: --on-fill-conflict use_first or drop."
-            if "on_conflict" in str(error)
-            else ""
-        )
+    except FillConflictError as error:
         raise CliError(
-            f"the files cannot be combined {dim_label}: {error}{hint}", EXIT_BAD_INPUT
+            f"the files cannot be combined {dim_label}: {error.problem}. To combine anyway, "
+            "choose a rule: --on-fill-conflict use_first or --on-fill-conflict drop",
+            EXIT_BAD_INPUT,
+        ) from None
+    except VirtualizarrFillError as error:
+        raise CliError(
+            f"the files cannot be combined {dim_label}: {error}", EXIT_BAD_INPUT
         ) from None
     except ValueError as error:
         raise CliError(

@@ -77,10 +77,59 @@ def _file_url_path(item: str) -> str:
     return unquote(parts.path)
 
 
+def _matches(parts: list[str], patterns: list[str]) -> bool:
+    """Whether path components match pattern components (``**``: any number of them)."""
+    if not patterns:
+        return not parts
+    if patterns[0] == "**":
+        return any(_matches(parts[k:], patterns[1:]) for k in range(len(parts) + 1))
+    return (
+        bool(parts)
+        and fnmatch.fnmatchcase(parts[0], patterns[0])
+        and _matches(parts[1:], patterns[1:])
+    )
+
+
+def _recursive_glob(pattern: str) -> list[str]:
+    """The files a ``**`` pattern matches, each real directory visited once.
+
+    :func:`glob.glob` follows directory symlinks without remembering where it has been:
+    a symlink back to a parent makes it recurse until the path is too long, and two
+    such loops make that exponential. This walk follows symlinks (a linked directory
+    is searched) but enters each directory, by device and inode, only once; hidden
+    names are skipped, as glob skips them.
+    """
+    components = pattern.split(os.sep)
+    first = next(i for i, c in enumerate(components) if _has_glob(c))
+    root = os.sep.join(components[:first]) or ("." if first == 0 else os.sep)
+    patterns = components[first:]
+    seen: set[tuple[int, int]] = set()
+    found: list[str] = []
+    for directory, subdirectories, names in os.walk(root, followlinks=True):
+        status = os.stat(directory)
+        if (status.st_dev, status.st_ino) in seen:
+            subdirectories[:] = []
+            continue
+        seen.add((status.st_dev, status.st_ino))
+        subdirectories[:] = [d for d in subdirectories if not d.startswith(".")]
+        relative = os.path.relpath(directory, root)
+        prefix = [] if relative == "." else relative.split(os.sep)
+        for name in names:
+            if not name.startswith(".") and _matches([*prefix, name], patterns):
+                found.append(os.path.join(directory, name))
+    return sorted(found)
+
+
+def _glob_files(pattern: str) -> list[str]:
+    if "**" in pattern:
+        return _recursive_glob(pattern)
+    return sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+
+
 def _local_inputs(item: str) -> list[str]:
-    if _has_glob(item):
-        matches = sorted(p for p in glob.glob(os.path.expanduser(item), recursive=True))
-        files = [p for p in matches if os.path.isfile(p)]
+    # A name that exists is that file, even when it reads as a pattern (a?b.tif, a[1].tif).
+    if _has_glob(item) and not os.path.lexists(os.path.expanduser(item)):
+        files = _glob_files(os.path.expanduser(item))
         if not files:
             raise CliError(f"no files match {item!r}", EXIT_USAGE)
         return [file_url(Path(p).resolve()) for p in files]

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import json
 import multiprocessing
+import re
 import time
 import traceback
 import warnings
@@ -24,6 +25,7 @@ from virtualizarr_fill.batching import BATCH_FILES, batches
 from virtualizarr_fill.cli._errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
+    EXIT_IO,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -131,10 +133,33 @@ def file_error_message(url: str, error: BaseException) -> str:
     return f"{display(url)}: {text}"
 
 
+def _needs_cftime(error: BaseException) -> str | None:
+    """The calendar (quoted) of xarray's refusal to decode times without cftime, when
+    that is what ``error`` is and cftime is indeed missing."""
+    text = str(error)
+    if not isinstance(error, ValueError) or "installing cftime" not in text:
+        return None
+    try:
+        import cftime  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        return None
+    found = re.search(r"calendar ('[^']+')", text)
+    return found.group(1) if found else "'(unknown)'"
+
+
 def describe_failure(url: str, error: BaseException) -> tuple[str, int]:
     """The one-line message and the exit code of an error raised while parsing ``url``;
     an internal error (a bug) names its exception type."""
     code = classify_error(error)
+    calendar = _needs_cftime(error)
+    if calendar is not None:
+        return (
+            f"{display(url)}: its times are in calendar {calendar}, which xarray decodes "
+            "only with the cftime package: pip install cftime",
+            EXIT_IO,
+        )
     if code == EXIT_INTERNAL:
         return f"{display(url)}: internal error {type(error).__name__}: {error}", code
     return file_error_message(url, error), code

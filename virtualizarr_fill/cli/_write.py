@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from virtualizarr_fill.cli._destinations import Destination, create_icechunk_repository
+from virtualizarr_fill.cli._errors import EXIT_USAGE, CliError
 from virtualizarr_fill.cli._record import INPUTS_KEY, RECORD_KEY, BuildRecord
 from virtualizarr_fill.cli.progress import Progress
 from virtualizarr_fill.errors import UnsupportedFeatureError
@@ -178,8 +179,18 @@ def _remove(target: Path) -> None:
 @contextlib.contextmanager
 def staged(destination: Destination, overwrite: bool) -> Iterator[Path | None]:
     """A temporary sibling path to write a local destination into, moved into place only
-    when everything succeeded (so a failed build never leaves something looking complete).
+    when everything succeeded (so a failed build never leaves something looking complete,
+    and a store being replaced stays untouched until then).
+
+    With ``overwrite``, what is at the destination is replaced only when it is a store
+    this tool wrote (:func:`._ownership.check_replaceable`, checked again right before
+    the swap). A file is replaced by one atomic rename; a directory is renamed aside and
+    the new one renamed into place (both renames within one directory, so neither copies
+    anything), the old one put back if the second rename fails, and deleted only once
+    the new one is in place.
     """
+    from virtualizarr_fill.cli._ownership import check_replaceable
+
     if destination.local is None:
         yield None
         return
@@ -189,13 +200,26 @@ def staged(destination: Destination, overwrite: bool) -> Iterator[Path | None]:
     target = staging / final.name
     try:
         yield target
-        if final.exists() and overwrite:
-            if final.is_dir():
-                shutil.rmtree(final)
-            else:
-                final.unlink()
-        elif final.is_dir():  # an empty directory given as the destination
+        if final.is_dir() and not any(final.iterdir()):  # an empty directory given
             final.rmdir()
+        elif final.exists():
+            if not overwrite:
+                raise CliError(f"--out {destination.text}: already exists", EXIT_USAGE)
+            check_replaceable(destination)
+            if final.is_dir():
+                _swap_directory(target, final, staging / "replaced")
+                return
         os.replace(target, final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_directory(new: Path, final: Path, aside: Path) -> None:
+    """Put the directory ``new`` at ``final``, the old one moved to ``aside`` first and
+    restored should the move of ``new`` fail."""
+    os.replace(final, aside)
+    try:
+        os.replace(new, final)
+    except BaseException:
+        os.replace(aside, final)
+        raise

@@ -23,6 +23,7 @@ from virtualizarr_fill.cli._destinations import (
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
+from virtualizarr_fill.cli._ownership import check_replaceable
 from virtualizarr_fill.cli._parse import (
     ParsedFile,
     file_error,
@@ -35,7 +36,6 @@ from virtualizarr_fill.cli._record import BuildRecord, package_version, recorded
 from virtualizarr_fill.cli._settings import POOL_THRESHOLD
 from virtualizarr_fill.cli._write import (
     append_icechunk,
-    has_rectilinear,
     staged,
     virtual_names,
     write_icechunk,
@@ -259,26 +259,57 @@ def _chunk_count(dataset: xr.Dataset) -> int:
     )
 
 
-def _array_summary(dataset: xr.Dataset, name: str) -> str:
-    variable = dataset.variables[name]
-    shape = "x".join(str(n) for n in variable.shape) or "scalar"
-    if name not in virtual_names(dataset[[name]] if name in dataset.data_vars else dataset):
-        return f"{name} {shape} {variable.dtype} (loaded)"
+def _grid_summary(metadata: Any) -> str:
+    """``(regular grid)``, ``(rectilinear grid, truncate)``... of a Zarr array's metadata."""
+    from zarr.core.metadata.v3 import RegularChunkGridMetadata
+
     from virtualizarr_fill.codec_chains import edge_handling_of
 
-    metadata = variable.data.metadata
-    kind = "rectilinear" if has_rectilinear(dataset[[name]]) else "regular"
+    regular = isinstance(metadata.chunk_grid, RegularChunkGridMetadata)
+    kind = "regular" if regular else "rectilinear"
     handling = edge_handling_of(metadata.codecs).name.lower()
     extra = f", {handling}" if handling != "none" else ""
-    return f"{name} {shape} {variable.dtype} ({kind} grid{extra})"
+    return f"({kind} grid{extra})"
 
 
-def _how_to_open(destination: Destination, urls: Sequence[str]) -> list[str]:
-    """Lines saying what a reader authorizes and a snippet that opens the result."""
+def _array_line(name: str, shape: Sequence[int], dtype: Any, metadata: Any) -> str:
+    """One array of the summary; ``metadata`` is ``None`` for a loaded variable."""
+    shown = "x".join(str(n) for n in shape) or "scalar"
+    return f"{name} {shown} {dtype} {_grid_summary(metadata) if metadata else '(loaded)'}"
+
+
+def _array_lines(dataset: xr.Dataset) -> list[str]:
+    virtual = set(virtual_names(dataset))
+    return [
+        _array_line(str(n), v.shape, v.dtype, v.data.metadata if n in virtual else None)
+        for n, v in dataset.variables.items()
+    ]
+
+
+def _stored_array_lines(repo: Any, snapshot: str, appended: xr.Dataset) -> list[str]:
+    """The arrays of a repository after an append: their whole shapes, as stored."""
+    import zarr
+
+    group = zarr.open_group(repo.readonly_session(snapshot_id=snapshot).store, mode="r")
+    virtual = set(virtual_names(appended))
+    lines = []
+    for name in appended.variables:
+        array = group[str(name)]
+        assert isinstance(array, zarr.Array)
+        metadata = array.metadata if name in virtual else None
+        # the dtype as decoded (time as datetimes), which an append cannot change
+        dtype = appended.variables[name].dtype
+        lines.append(_array_line(str(name), array.shape, dtype, metadata))
+    return lines
+
+
+def _how_to_open(destination: Destination) -> list[str]:
+    """Lines saying what a reader authorizes (the virtual chunk containers the
+    repository declares, read back from it) and a snippet that opens the result."""
     if destination.kind == "icechunk":
-        from virtualizarr_fill.writers.repository import container_prefixes
-
-        containers = ", ".join(container_prefixes(urls))
+        repo = open_icechunk_repository(destination.text)
+        declared = repo.config.virtual_chunk_containers or {}
+        containers = ", ".join(sorted(declared))
         return [
             f"  containers: {containers} (virtual chunk containers a reader authorizes)",
             "  open with: import virtualizarr_fill; "
@@ -294,17 +325,19 @@ def _print_summary(
     written: str,
     parsed: _Parsed,
     dataset: xr.Dataset,
+    arrays: Sequence[str],
     timings: dict[str, float],
     notes: Sequence[str],
     how_to_open: Sequence[str],
+    appended: bool,
 ) -> None:
     report = parsed.report
     lines = [f"wrote {written}"]
     lines.append(f"  files:     {len(parsed.used)} virtualized, {len(parsed.skipped)} skipped")
-    names = [str(n) for n in dataset.variables]
-    lines.append(f"  arrays:    {len(names)}")
-    lines.extend(f"    {_array_summary(dataset, n)}" for n in names)
-    lines.append(f"  chunks:    {_chunk_count(dataset)} referenced")
+    lines.append(f"  arrays:    {len(arrays)}")
+    lines.extend(f"    {line}" for line in arrays)
+    added = " by the appended files" if appended else ""
+    lines.append(f"  chunks:    {_chunk_count(dataset)} referenced{added}")
     lines.append(f"  refusals:  {len(report.refusals)}")
     lines.extend(f"    {display(r.url)}: {r.name}: {r.reason}" for r in report.refusals)
     from virtualizarr_fill.assemble import dropped_attributes
@@ -371,6 +404,8 @@ def command_build(args: argparse.Namespace) -> int:
             "or --append to add files to a repository)",
             EXIT_USAGE,
         )
+    if args.overwrite:  # (--append refuses --overwrite above)
+        check_replaceable(destination)
     urls = expand_inputs(args.inputs)
     if args.append:
         _refuse_known(urls, known, destination.text)
@@ -430,6 +465,10 @@ def command_build(args: argparse.Namespace) -> int:
         "write": finished - combine_done,
         "total": finished - started,
     }
-    how = _how_to_open(destination, all_inputs)
-    _print_summary(written, parsed, combined, timings, notes, how)
+    if args.append:  # the whole arrays, not the appended slice
+        arrays = _stored_array_lines(open_icechunk_repository(destination.text), snapshot, combined)
+    else:
+        arrays = _array_lines(combined)
+    how = _how_to_open(destination)
+    _print_summary(written, parsed, combined, arrays, timings, notes, how, bool(args.append))
     return EXIT_OK

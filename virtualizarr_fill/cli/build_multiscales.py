@@ -24,6 +24,7 @@ from virtualizarr_fill.cli._destinations import (
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import expand_inputs, registry_for
+from virtualizarr_fill.cli._ownership import check_replaceable
 from virtualizarr_fill.cli._parse import (
     describe_failure,
     parser_from_options,
@@ -138,6 +139,8 @@ def command_build_multiscales(args: argparse.Namespace) -> int:
             f"--out {args.out}: already exists (use --overwrite to replace a local one)",
             EXIT_USAGE,
         )
+    if args.overwrite:
+        check_replaceable(destination)
     urls = expand_inputs(args.inputs)
     tiff_options, hdf5_options = parser_options(args, overviews="multiscales")
     parser = parser_from_options(tiff_options, hdf5_options)

@@ -240,7 +240,8 @@ def inspect_file(url: str, parser: Any) -> dict[str, Any]:
     with recording() as (report, caught):
         entry["format"] = detect_format(url, registry).value
         store = parser(url, registry)
-        tree = store.to_virtual_datatree(loadable_variables=[])
+        # Describing arrays needs no decoded times (nor cftime for model calendars).
+        tree = store.to_virtual_datatree(loadable_variables=[], decode_times=False)
         for node in tree.subtree:
             dataset = node.to_dataset(inherit=False)
             arrays = [

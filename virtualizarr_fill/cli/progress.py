@@ -14,8 +14,10 @@ class Progress:
     """A one-line progress bar on stderr.
 
     On a terminal it redraws at most every ``interval`` seconds, so even a job of
-    millions of tiny steps spends no measurable time drawing; elsewhere (logs, pipes) it
-    prints one line when done.
+    millions of tiny steps spends no measurable time drawing. Elsewhere (a log file, a
+    pipe) it writes a whole line at the first step, then at most every ``log_interval``
+    seconds, and when done, each flushed as written: a log shows where a long phase is
+    while it runs, without a line per tiny step.
     """
 
     WIDTH = 24
@@ -28,12 +30,14 @@ class Progress:
         *,
         stream: TextIO | None = None,
         interval: float = 0.1,
+        log_interval: float = 1.0,
     ) -> None:
         self.label = label
         self.total = total
         self.unit = unit
         self.stream = stream if stream is not None else sys.stderr
         self.interval = interval
+        self.log_interval = log_interval
         self.done = 0
         self.started = time.perf_counter()
         self._drawn = -math.inf
@@ -48,13 +52,14 @@ class Progress:
 
     def advance(self, steps: int = 1) -> None:
         self.done += steps
-        if not self._live:
-            return
         now = time.perf_counter()
-        if now - self._drawn >= self.interval:
-            self._drawn = now
-            self.stream.write("\r" + self._line())
-            self.stream.flush()
+        if now - self._drawn < (self.interval if self._live else self.log_interval):
+            return
+        self._drawn = now
+        if self.done >= self.total and not self._live:
+            return  # the closing line says it
+        self.stream.write(("\r" + self._line()) if self._live else (self._line() + "\n"))
+        self.stream.flush()
 
     def close(self) -> None:
         line = self._line()

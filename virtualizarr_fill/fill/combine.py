@@ -49,13 +49,34 @@ from virtualizarr_fill.fill.decision import (
     FillValueWarning,
 )
 
-__all__ = ["CombinedFill", "OnConflict", "combine_fill_decisions", "combine_fill_values"]
+__all__ = [
+    "CombinedFill",
+    "FillConflictError",
+    "OnConflict",
+    "combine_fill_decisions",
+    "combine_fill_values",
+]
 
 #: How to combine arrays whose fill information differs (see the module docstring).
 OnConflict = Literal["error", "use_first", "drop"]
 _ON_CONFLICT = ("error", "use_first", "drop")
 # At most this many file names per value in an error message.
 _MAX_NAMED = 3
+
+
+class FillConflictError(IncompatibleArraysError):
+    """Arrays to concatenate whose fill information differs, refused by default.
+
+    ``problem`` names the variable, the files and their values, without advice: the
+    way to choose a rule differs between :func:`combine_fill_values` (``on_conflict``),
+    the functions opening many files (``on_fill_conflict``), ``xr.concat``
+    (:func:`virtualizarr_fill.fill_conflicts`) and the command line
+    (``--on-fill-conflict``), and each caller words its own.
+    """
+
+    def __init__(self, problem: str, advice: str) -> None:
+        super().__init__(f"{problem}. {advice}")
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -183,8 +204,8 @@ def combine_fill_values(
 
     Raises
     ------
-    IncompatibleArraysError
-        The inputs differ and ``on_conflict="error"``.
+    FillConflictError
+        The inputs differ and ``on_conflict="error"`` (an ``IncompatibleArraysError``).
     """
     if not (len(fill_values) == len(attributes) == len(sources)):
         raise ValueError("fill_values, attributes and sources must have the same length")
@@ -213,10 +234,11 @@ def combine_fill_values(
     ]
     if conflicts and on_conflict == "error":
         details = ". ".join(f"{label} differs: {_listing(g, sources)}" for label, g in conflicts)
-        raise IncompatibleArraysError(
+        raise FillConflictError(
             f"cannot concatenate {what}: {details}. A virtual store cannot rewrite data, so a "
             "single value would leave other files' missing data unmasked (or mask valid "
-            "data). Pass on_conflict='use_first' or on_conflict='drop' to combine anyway."
+            "data)",
+            "Pass on_conflict='use_first' or on_conflict='drop' to combine anyway.",
         )
 
     notes: list[str] = []

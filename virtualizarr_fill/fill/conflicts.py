@@ -19,7 +19,7 @@ from typing import Any
 
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.fill.combine import OnConflict, combine_fill_values
+from virtualizarr_fill.fill.combine import FillConflictError, OnConflict, combine_fill_values
 
 #: CF attributes that carry a missing-data sentinel; inputs must agree on them.
 FILL_ATTRIBUTES = ("_FillValue", "missing_value")
@@ -50,6 +50,13 @@ def _same_fill(a: ArrayV3Metadata, b: ArrayV3Metadata) -> bool:
         pass
     return _fill_key(a) == _fill_key(b)
 
+
+#: How to combine anyway, in a refusal met through concatenation.
+FILL_CONFLICT_ADVICE = (
+    "To combine anyway, pass on_fill_conflict='use_first' or on_fill_conflict='drop' to "
+    "virtualizarr_fill.open_virtual_series or virtualizarr_fill.open_virtual_mosaic, or "
+    "concatenate inside 'with virtualizarr_fill.fill_conflicts(\"use_first\"):'"
+)
 
 _ON_CONFLICT: contextvars.ContextVar[OnConflict] = contextvars.ContextVar(
     "virtualizarr_fill_on_conflict", default="error"
@@ -119,19 +126,25 @@ def combine_fills(
     first = metadatas[0]
     if all(m is first or _same_fill(first, m) for m in metadatas):
         return first.fill_value, dict(first.attributes)
-    combined = combine_fill_values(
-        [m.fill_value for m in metadatas],
-        [m.attributes for m in metadatas],
-        [describe(i) for i in range(len(metadatas))],
-        first.data_type.to_native_dtype(),
-        on_conflict=_ON_CONFLICT.get(),
-        name=_VARIABLE.get(),
-    )
+    try:
+        combined = combine_fill_values(
+            [m.fill_value for m in metadatas],
+            [m.attributes for m in metadatas],
+            [describe(i) for i in range(len(metadatas))],
+            first.data_type.to_native_dtype(),
+            on_conflict=_ON_CONFLICT.get(),
+            name=_VARIABLE.get(),
+        )
+    except FillConflictError as error:
+        # Reached through xr.concat or the functions opening many files, not through a
+        # call naming on_conflict: say how those choose a rule.
+        raise FillConflictError(error.problem, FILL_CONFLICT_ADVICE) from None
     return combined.fill_value, combined.attributes
 
 
 __all__ = [
     "FILL_ATTRIBUTES",
+    "FILL_CONFLICT_ADVICE",
     "combine_fills",
     "combined_variable",
     "combining_variable",
