@@ -212,7 +212,5 @@ def command_build_stac(args: argparse.Namespace) -> int:
         "write": finished - parse_done,
         "total": finished - started,
     }
-    _print_summary(
-        written, parsed, combined, timings, notes, _how_to_open(destination, all_inputs)
-    )
+    _print_summary(written, parsed, combined, timings, notes, _how_to_open(destination, all_inputs))
     return EXIT_OK
