@@ -50,6 +50,7 @@ __all__ = ["ITEM_ID", "StacStack", "open_virtual_stac", "stac_stack", "time_unit
 #: The coordinate along ``time`` naming each step's items.
 ITEM_ID = "item_id"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_STRINGS = np.dtypes.StringDType()
 _UNITS = {"seconds": dt.timedelta(seconds=1), "microseconds": dt.timedelta(microseconds=1)}
 
 
@@ -242,7 +243,8 @@ def _with_time(dataset: xr.Dataset, group: SceneGroup, unit: str) -> xr.Dataset:
             TIME: xr.Variable(
                 (TIME,), np.array([_encoded(group.time, unit)], dtype=np.int64), attributes
             ),
-            ITEM_ID: xr.Variable((TIME,), np.array([",".join(group.item_ids)], dtype=object)),
+            # variable-length strings: Zarr, kerchunk and appends take them at any length
+            ITEM_ID: xr.Variable((TIME,), np.array([",".join(group.item_ids)], dtype=_STRINGS)),
         }
     )
 
