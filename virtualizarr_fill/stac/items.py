@@ -207,7 +207,8 @@ def _resolve(href: str, base: str | None, item: pystac.Item) -> str:
         if base is None:
             raise StacItemError(
                 f"item {item.id!r}: asset href {href!r} is relative and the item has no "
-                "self link to resolve it against"
+                "self link to resolve it against; pass the JSON file's path or URL instead "
+                "of pystac objects"
             )
         base = _base_of(base)
     if base.startswith("file://"):

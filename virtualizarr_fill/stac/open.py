@@ -64,7 +64,8 @@ def _encoded(when: dt.datetime, unit: str) -> int:
     value, rest = divmod(when - _EPOCH, step)
     if rest:
         raise StacItemError(
-            f"{when.isoformat()} is not a whole number of {unit}, the time unit of the store"
+            f"{when.isoformat()} is not a whole number of {unit}, the store's time unit; "
+            "rebuild the store from every item (it then counts microseconds)"
         )
     return int(value)
 
