@@ -211,3 +211,22 @@ def test_usage_errors(
     code, _, err = _run(capsys, "build", *argv, "--out", tmp_path / "x.icechunk")
     assert code == EXIT_USAGE
     assert message in _error_line(err)
+
+
+def test_unreadable_file_is_named_or_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenes = write_dates(tmp_path, DATES, tiles=1)
+    scenes[1].path.write_bytes(b"<html>not found</html>")
+    items = _items_file(tmp_path / "search.json", scenes)
+    store = tmp_path / "stack.icechunk"
+    code, _, err = _run(capsys, "build", "--stac", items, "--asset", "B04", "--out", store)
+    assert code == EXIT_BAD_INPUT
+    line = _error_line(err)
+    assert "item 'S1_0' of 2024-01-05" in line and scenes[1].path.name in line
+    code, out, err = _run(
+        capsys, "build", "--stac", items, "--asset", "B04", "--out", store, "--skip-bad"
+    )
+    assert code == EXIT_OK, err
+    assert "2 virtualized, 1 skipped" in out
+    _assert_store(store, [scenes[0], scenes[2]])

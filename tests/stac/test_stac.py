@@ -136,7 +136,9 @@ def http_directory(tmp_path: Path) -> Iterator[str]:
 
 def test_item_collection_over_http(tmp_path: Path, http_directory: str) -> None:
     scenes = write_dates(tmp_path, DATES)
-    write_json(tmp_path / "search.json", collection([item(s, str(s.path)) for s in scenes]))
+    # the files stay local: file:// URLs (a bare absolute path would be on the server)
+    documents = [item(s, f"file://{s.path}") for s in scenes]
+    write_json(tmp_path / "search.json", collection(documents))
     _assert_stack(_open(f"{http_directory}/search.json"), scenes)
 
 
@@ -146,9 +148,14 @@ def test_relative_href_of_an_http_collection_resolves_against_its_url(
     from virtualizarr_fill.stac.items import read_items, scenes_of
 
     scene = write_dates(tmp_path, [DATES[0]], tiles=1)[0]
-    write_json(tmp_path / "cat" / "search.json", collection([item(scene, "../data/x.tif")]))
+    other = Scene("other", DATES[1], scene.path, 0)
+    documents = [item(scene, "../data/x.tif"), item(other, "/archive/y.tif")]
+    write_json(tmp_path / "cat" / "search.json", collection(documents))
     found, _ = scenes_of(read_items(f"{http_directory}/cat/search.json"), "B04")
-    assert found[0].href == f"{http_directory}/data/x.tif"
+    assert [s.href for s in found] == [
+        f"{http_directory}/data/x.tif",
+        f"{http_directory}/archive/y.tif",
+    ]
 
 
 # --------------------------------------------------------------------------- grouping
@@ -241,6 +248,30 @@ def test_unreadable_file_names_the_item(tmp_path: Path) -> None:
     path = write_json(tmp_path / "search.json", collection([item(s, str(s.path)) for s in scenes]))
     with pytest.raises(StacItemError, match=rf"item 'S1_0' of 2024-01-05.*{scenes[1].path.name}"):
         _open(path)
+    dataset = _open(path, skip_bad=True)
+    _assert_stack(dataset, scenes[:1])
+    (reason,) = dataset.attrs["virtualizarr_fill_stac_skipped"]
+    assert reason.startswith("item 'S1_0' of 2024-01-05") and scenes[1].path.name in reason
+
+
+def test_unreadable_tile_of_a_mosaic_is_left_out_with_skip_bad(tmp_path: Path) -> None:
+    scenes = write_dates(tmp_path, DATES[:1], tiles=3)
+    scenes[2].path.write_bytes(b"II*\x00" + b"\xff" * 60)  # a TIFF header pointing nowhere
+    path = write_json(tmp_path / "search.json", collection([item(s, str(s.path)) for s in scenes]))
+    with pytest.raises(StacItemError, match=r"item 'S0_2' of 2024-03-02"):
+        _open(path)
+    dataset = _open(path, skip_bad=True)
+    assert dataset.sizes["x"] == 2 * 24
+    _assert_stack(dataset, scenes[:2])
+
+
+def test_tiles_that_do_not_form_a_mosaic_are_not_skipped(tmp_path: Path) -> None:
+    a = Scene("A", DATES[0], write_scene(tmp_path / "a.tif", 0, 1), 0)
+    b = Scene("B", DATES[0], write_scene(tmp_path / "b.tif", 1, 2, crs="EPSG:32634"), 1)
+    path = write_json(tmp_path / "search.json", collection([item(s, str(s.path)) for s in (a, b)]))
+    # which tile is wrong is not ours to choose: the group is refused even with skip_bad
+    with pytest.raises(StacItemError, match="coordinate reference"):
+        _open(path, skip_bad=True)
 
 
 def test_items_of_different_crs_in_one_group_are_named(tmp_path: Path) -> None:

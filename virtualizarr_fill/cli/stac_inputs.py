@@ -90,6 +90,7 @@ def _opened(
                 parser=parser,
                 allow_gaps=args.allow_gaps,
                 on_fill_conflict=args.on_fill_conflict,
+                skip_bad=args.skip_bad,
                 time_units=time_units,
             )
         except StacItemError as error:

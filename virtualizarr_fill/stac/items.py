@@ -200,7 +200,8 @@ def _resolve(href: str, base: str | None, item: pystac.Item) -> str:
     """``href`` as an absolute URL (``file://`` for local files)."""
     if _is_url(href):
         return href
-    if href.startswith("/"):
+    remote = base is not None and _is_url(base) and not base.startswith("file://")
+    if href.startswith("/") and not remote:
         return "file://" + posixpath.normpath(href)
     if base is None:
         base = item.get_self_href()

@@ -214,24 +214,43 @@ def _open_group(
     parser: Callable[..., Any] | None,
     allow_gaps: bool,
     on_fill_conflict: OnFillConflict,
-) -> xr.Dataset:
-    from virtualizarr_fill.assemble import open_virtual_mosaic
+    skipped: list[str] | None,
+) -> tuple[xr.Dataset | None, SceneGroup]:
+    """The mosaic of the group, and the group it was made of. With ``skipped`` (a list,
+    ``skip_bad``), a file that cannot be parsed is left out, its reason listed, and the
+    rest of the group tried again; ``None`` when no file of the group is left."""
+    import dataclasses
 
-    try:
-        dataset = open_virtual_mosaic(
-            group.hrefs,
-            registry,
-            parser,
-            allow_gaps=allow_gaps,
-            on_fill_conflict=on_fill_conflict,
-        )
-    except (ValueError, OSError, RuntimeError) as error:
-        named = [s for s in group.scenes if s.href in str(error)] or list(group.scenes)
-        ids = ", ".join(repr(s.item_id) for s in named)
-        raise StacItemError(f"item {ids} of {group.time.isoformat()}: {error}") from error
+    from virtualizarr_fill.assemble import open_virtual_mosaic
+    from virtualizarr_fill.errors import IncompatibleArraysError
+
+    while True:
+        try:
+            dataset = open_virtual_mosaic(
+                group.hrefs,
+                registry,
+                parser,
+                allow_gaps=allow_gaps,
+                on_fill_conflict=on_fill_conflict,
+            )
+            break
+        except (ValueError, OSError, RuntimeError) as error:
+            named = [s for s in group.scenes if s.href in str(error)]
+            ids = ", ".join(repr(s.item_id) for s in named or group.scenes)
+            message = f"item {ids} of {group.time.isoformat()}: {error}"
+            # A file that cannot be parsed is the item's fault; tiles that do not form a
+            # mosaic are the group's, and no choice of tile to leave out is ours to make.
+            unreadable = len(named) == 1 and not isinstance(error, IncompatibleArraysError)
+            if skipped is None or not unreadable:
+                raise StacItemError(message) from error
+            skipped.append(message)
+            rest = tuple(s for s in group.scenes if s is not named[0])
+            if not rest:
+                return None, group
+            group = dataclasses.replace(group, time=rest[0].datetime, scenes=rest)
     for scene in group.scenes:
         _check_projection(scene, dataset, alone=len(group.scenes) == 1)
-    return dataset
+    return dataset, group
 
 
 def _with_time(dataset: xr.Dataset, group: SceneGroup, unit: str) -> xr.Dataset:
@@ -286,8 +305,9 @@ def open_virtual_stac(
         Files whose nodata values differ: ``"error"`` (default), ``"use_first"`` or
         ``"drop"``.
     skip_bad
-        Leave out items without the asset or whose file is missing (their reasons are
-        in the dataset's ``virtualizarr_fill_stac_skipped`` attribute) instead of raising.
+        Leave out items without the asset, or whose file is missing or cannot be
+        parsed (their reasons are in the dataset's ``virtualizarr_fill_stac_skipped``
+        attribute), instead of raising.
     time_units
         ``"seconds"`` or ``"microseconds"`` for the time coordinate (default: seconds
         unless a datetime has a fraction of a second).
@@ -313,6 +333,7 @@ def open_virtual_stac(
         parser=parser,
         allow_gaps=allow_gaps,
         on_fill_conflict=on_fill_conflict,
+        skip_bad=skip_bad,
         time_units=time_units,
     )
 
@@ -324,20 +345,29 @@ def open_stac_stack(
     parser: Callable[..., Any] | None = None,
     allow_gaps: bool = False,
     on_fill_conflict: OnFillConflict = "error",
+    skip_bad: bool = False,
     time_units: str | None = None,
 ) -> xr.Dataset:
     """The virtual dataset of the groups :func:`stac_stack` found (see
-    :func:`open_virtual_stac`)."""
+    :func:`open_virtual_stac`); with ``skip_bad``, the items whose files cannot be parsed
+    are left out of ``found`` and added to its ``skipped``."""
     groups = found.groups
     unit = time_units or time_units_for([g.time for g in groups])
     if unit not in _UNITS:
         raise ValueError(f"time_units must be one of {', '.join(_UNITS)}, not {unit!r}")
     if registry is None:
         registry = _default_registry(found.hrefs)
-    steps = [
-        _with_time(_open_group(g, registry, parser, allow_gaps, on_fill_conflict), g, unit)
-        for g in groups
-    ]
+    skipped = list(found.skipped) if skip_bad else None
+    steps = []
+    opened_groups = []
+    for group in groups:
+        dataset, group = _open_group(group, registry, parser, allow_gaps, on_fill_conflict, skipped)
+        if dataset is not None:
+            steps.append(_with_time(dataset, group, unit))
+            opened_groups.append(group)
+    if not steps:
+        raise StacItemError("none of the items' files could be virtualized")
+    groups = opened_groups
     labels = [f"the items {', '.join(g.item_ids)} ({g.time.isoformat()})" for g in groups]
     try:
         stacked = stack_by_time(steps, labels)
@@ -348,6 +378,9 @@ def open_stac_stack(
             "the time steps are not on one grid (their x/y coordinates differ), so they "
             f"cannot be stacked along time; select items of one footprint ({error})"
         ) from None
-    if found.skipped:
-        stacked.attrs["virtualizarr_fill_stac_skipped"] = list(found.skipped)
+    if skipped:
+        stacked.attrs["virtualizarr_fill_stac_skipped"] = skipped
+    if skipped is not None:
+        found.skipped[:] = skipped
+    found.groups[:] = groups
     return stacked
