@@ -4,6 +4,7 @@ time step stacked along time, equal to rasterio.merge of each date's files."""
 from __future__ import annotations
 
 import functools
+import json
 import http.server
 import random
 import threading
@@ -355,3 +356,29 @@ def test_steps_on_different_grids_are_refused(tmp_path: Path) -> None:
     path = write_json(tmp_path / "search.json", collection([item(s, str(s.path)) for s in (a, b)]))
     with pytest.raises(StacItemError, match="not on one grid"):
         _open(path)
+
+
+def test_item_collection_and_folder_of_items_on_s3(
+    tmp_path: Path, s3_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+
+    for name, value in {
+        "AWS_ENDPOINT_URL": s3_server.endpoint,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": REGION,
+        "AWS_ALLOW_HTTP": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    s3_server.create_bucket("stac-items")
+    scenes = write_dates(tmp_path, DATES)
+    documents = [item(s, f"file://{s.path}") for s in scenes]
+    s3_server.put_bytes(
+        "stac-items", "search/all.json", json.dumps(collection(_shuffled(documents))).encode()
+    )
+    for document in documents:
+        key = f"items/{document['id']}.json"
+        s3_server.put_bytes("stac-items", key, json.dumps(document).encode())
+    _assert_stack(_open("s3://stac-items/search/all.json"), scenes)
+    _assert_stack(_open("s3://stac-items/items/"), scenes)
