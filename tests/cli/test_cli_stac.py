@@ -201,9 +201,23 @@ def test_solar_day_grouping_is_recorded_for_append(
         (["--stac", "x.json", "--asset", "B04", "--concat-dim", "t"], "drop --concat-dim"),
         ([], "build needs files (FILES_OR_GLOB_OR_URL) or --stac ITEMS"),
         (["a.tif", "--asset", "B04"], "--asset and --group-by go with --stac ITEMS"),
-        (["--append", "--stac", "x.json", "--asset", "B04"], "drop --asset and --group-by"),
+        (["--append", "--stac", "x.json", "--asset", "B04"], "drop --asset"),
+        (
+            ["--append", "--stac", "x.json", "--group-by", "time", "--tiff-option", "a=1"],
+            "drop --group-by, --tiff-option",
+        ),
+        (["--stac", "x.json", "--asset", "B04", "--workers", "2"], "drop --workers"),
     ],
-    ids=["no-asset", "files", "concat-dim", "nothing", "asset-alone", "append-asset"],
+    ids=[
+        "no-asset",
+        "files",
+        "concat-dim",
+        "nothing",
+        "asset-alone",
+        "append-asset",
+        "append-options",
+        "workers",
+    ],
 )
 def test_usage_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str

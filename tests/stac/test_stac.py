@@ -4,8 +4,8 @@ time step stacked along time, equal to rasterio.merge of each date's files."""
 from __future__ import annotations
 
 import functools
-import json
 import http.server
+import json
 import random
 import threading
 import warnings

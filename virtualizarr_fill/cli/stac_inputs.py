@@ -47,6 +47,7 @@ def check_stac_arguments(args: argparse.Namespace) -> None:
             ("--time-from", args.time_from),
             ("--overviews", args.overviews),
             ("--dask-scheduler", args.dask_scheduler),
+            ("--workers", args.workers is not None),
         )
         if value
     ]
@@ -56,10 +57,22 @@ def check_stac_arguments(args: argparse.Namespace) -> None:
             EXIT_USAGE,
         )
     if args.append:
-        if args.asset or args.group_by:
+        recorded = [
+            flag
+            for flag, value in (
+                ("--asset", args.asset),
+                ("--group-by", args.group_by),
+                ("--allow-gaps", args.allow_gaps),
+                ("--tiff-option", args.tiff_option),
+                ("--hdf5-option", args.hdf5_option),
+                ("--overwrite", args.overwrite),
+            )
+            if value
+        ]
+        if recorded:
             raise CliError(
-                "--append reads the new items as the repository records (asset and "
-                "grouping); drop --asset and --group-by",
+                "--append reads and combines the new items as the repository records "
+                f"(asset, grouping, parser options); drop {', '.join(recorded)}",
                 EXIT_USAGE,
             )
     elif not args.asset:
@@ -76,7 +89,12 @@ def _found(args: argparse.Namespace, asset: str, groupby: str) -> StacStack:
 
 
 def _opened(
-    found: StacStack, args: argparse.Namespace, parser: Any, time_units: str | None
+    found: StacStack,
+    args: argparse.Namespace,
+    parser: Any,
+    time_units: str | None,
+    allow_gaps: bool,
+    on_fill_conflict: Any,
 ) -> tuple[xr.Dataset, list[str]]:
     from virtualizarr_fill.cli._inputs import registry_for
     from virtualizarr_fill.stac import StacItemError, open_stac_stack
@@ -88,8 +106,8 @@ def _opened(
                 found,
                 registry_for(found.hrefs),
                 parser=parser,
-                allow_gaps=args.allow_gaps,
-                on_fill_conflict=args.on_fill_conflict,
+                allow_gaps=allow_gaps,
+                on_fill_conflict=on_fill_conflict,
                 skip_bad=args.skip_bad,
                 time_units=time_units,
             )
@@ -154,6 +172,7 @@ def command_build_stac(args: argparse.Namespace) -> int:
         recorded = _recorded_stac(stored, destination.text)
         known = recorded_inputs(repo)
         tiff_options, hdf5_options = record.tiff_options, record.hdf5_options
+        allow_gaps, on_fill_conflict = record.allow_gaps, record.on_fill_conflict
     else:
         if destination.exists() and not (args.overwrite and destination.local is not None):
             raise CliError(
@@ -163,16 +182,19 @@ def command_build_stac(args: argparse.Namespace) -> int:
             )
         recorded = {"asset": args.asset, "groupby": args.group_by or "time", "time_units": ""}
         tiff_options, hdf5_options = parser_options(args)
+        allow_gaps, on_fill_conflict = args.allow_gaps, args.on_fill_conflict
     found = _found(args, recorded["asset"], recorded["groupby"])
     if args.append:
         _refuse_known(found.hrefs, known, destination.text)
     parser = parser_from_options(tiff_options, hdf5_options)
-    combined, notes = _opened(found, args, parser, recorded["time_units"] or None)
+    combined, notes = _opened(
+        found, args, parser, recorded["time_units"] or None, allow_gaps, on_fill_conflict
+    )
     parse_done = time.perf_counter()
     recorded["time_units"] = str(combined[TIME].attrs["units"]).split()[0]
     urls = found.hrefs
     parsed = _Parsed(used=urls, skipped=list(found.skipped))
-    plan = Plan("series", TIME, args.allow_gaps, args.on_fill_conflict, scenes=True)
+    plan = Plan("series", TIME, allow_gaps, on_fill_conflict, scenes=True)
     all_inputs = [*known, *urls]
     record = BuildRecord(
         mode=plan.mode,
