@@ -244,3 +244,16 @@ def test_unreadable_file_is_named_or_skipped(
     assert code == EXIT_OK, err
     assert "2 virtualized, 1 skipped" in out
     _assert_store(store, [scenes[0], scenes[2]])
+
+
+def test_verify_refuses_a_stac_store_rather_than_report_mismatches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenes = write_dates(tmp_path, DATES[:2], tiles=1)
+    items = _items_file(tmp_path / "search.json", scenes)
+    store = tmp_path / "stack.icechunk"
+    assert _run(capsys, "build", "--stac", items, "--asset", "B04", "--out", store)[0] == EXIT_OK
+    code, out, err = _run(capsys, "verify", store, "--against", *(s.path for s in scenes))
+    assert code == EXIT_USAGE
+    assert "built from STAC items (build --stac)" in _error_line(err)
+    assert "MISMATCH" not in out
