@@ -382,3 +382,23 @@ def test_item_collection_and_folder_of_items_on_s3(
         s3_server.put_bytes("stac-items", key, json.dumps(document).encode())
     _assert_stack(_open("s3://stac-items/search/all.json"), scenes)
     _assert_stack(_open("s3://stac-items/items/"), scenes)
+
+
+def test_pystac_items_read_from_files_resolve_relative_hrefs_by_their_self_link(
+    tmp_path: Path,
+) -> None:
+    scenes = write_dates(tmp_path, DATES)
+    for scene in scenes:
+        write_json(
+            tmp_path / "items" / f"{scene.item_id}.json",
+            item(scene, f"../data/{scene.path.name}"),
+        )
+    items = [pystac.Item.from_file(str(p)) for p in sorted((tmp_path / "items").glob("*.json"))]
+    _assert_stack(_open(_shuffled(items)), scenes)  # type: ignore[arg-type]
+
+
+def test_pystac_items_without_self_link_and_relative_hrefs_are_refused(tmp_path: Path) -> None:
+    scene = write_dates(tmp_path, DATES[:1], tiles=1)[0]
+    items = [pystac.Item.from_dict(item(scene, f"data/{scene.path.name}"))]
+    with pytest.raises(StacItemError, match="pass the JSON file's path or URL instead"):
+        _open(items)
