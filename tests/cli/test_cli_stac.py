@@ -257,3 +257,18 @@ def test_verify_refuses_a_stac_store_rather_than_report_mismatches(
     assert code == EXIT_USAGE
     assert "built from STAC items (build --stac)" in _error_line(err)
     assert "MISMATCH" not in out
+
+
+def test_append_of_a_finer_datetime_than_the_store_counts_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenes = write_dates(tmp_path, DATES[:1], tiles=1)
+    later = write_dates(tmp_path / "later", ["2024-05-01T10:20:30.5Z"], tiles=1, first_seed=80)
+    store = tmp_path / "stack.icechunk"
+    items = _items_file(tmp_path / "search.json", scenes)
+    assert _run(capsys, "build", "--stac", items, "--asset", "B04", "--out", store)[0] == EXIT_OK
+    new = _items_file(tmp_path / "later" / "search.json", later)
+    code, _, err = _run(capsys, "build", "--append", "--stac", new, "--out", store)
+    assert code == EXIT_BAD_INPUT
+    assert "is not a whole number of seconds, the store's time unit" in _error_line(err)
+    _assert_store(store, scenes)

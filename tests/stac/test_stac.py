@@ -402,3 +402,20 @@ def test_pystac_items_without_self_link_and_relative_hrefs_are_refused(tmp_path:
     items = [pystac.Item.from_dict(item(scene, f"data/{scene.path.name}"))]
     with pytest.raises(StacItemError, match="pass the JSON file's path or URL instead"):
         _open(items)
+
+
+def test_proj_transform_of_an_item_off_its_mosaic_is_named(tmp_path: Path) -> None:
+    scenes = write_dates(tmp_path, [DATES[0]], tiles=2)
+    # the second item claims a place half a pixel off the mosaic's grid
+    claims = {0: 500_000.0, 1: 500_005.0}
+    documents = [
+        item(
+            s,
+            str(s.path),
+            properties={"proj:transform": [10.0, 0.0, claims[s.column], 0.0, -10.0, 4e6]},
+        )
+        for s in scenes
+    ]
+    path = write_json(tmp_path / "search.json", collection(documents))
+    with pytest.raises(StacItemError, match=r"item 'S0_1' .*for the mosaic of its time step"):
+        _open(path)

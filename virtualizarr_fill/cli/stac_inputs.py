@@ -97,9 +97,11 @@ def _opened(
     on_fill_conflict: Any,
 ) -> tuple[xr.Dataset, list[str]]:
     from virtualizarr_fill.cli._inputs import registry_for
+    from virtualizarr_fill.cli.progress import Progress
     from virtualizarr_fill.stac import StacItemError, open_stac_stack
 
-    with warnings.catch_warnings(record=True) as caught:
+    progress = Progress("parse", len(found.groups), "time steps")
+    with warnings.catch_warnings(record=True) as caught, progress:
         warnings.simplefilter("always")
         try:
             dataset = open_stac_stack(
@@ -110,6 +112,7 @@ def _opened(
                 on_fill_conflict=on_fill_conflict,
                 skip_bad=args.skip_bad,
                 time_units=time_units,
+                on_step=progress.advance,
             )
         except StacItemError as error:
             raise CliError(f"--stac {args.stac}: {error}", EXIT_BAD_INPUT) from None

@@ -347,10 +347,12 @@ def open_stac_stack(
     on_fill_conflict: OnFillConflict = "error",
     skip_bad: bool = False,
     time_units: str | None = None,
+    on_step: Callable[[], None] | None = None,
 ) -> xr.Dataset:
     """The virtual dataset of the groups :func:`stac_stack` found (see
     :func:`open_virtual_stac`); with ``skip_bad``, the items whose files cannot be parsed
-    are left out of ``found`` and added to its ``skipped``."""
+    are left out of ``found`` and added to its ``skipped``. ``on_step`` is called after
+    each time step is opened (a progress display)."""
     groups = found.groups
     unit = time_units or time_units_for([g.time for g in groups])
     if unit not in _UNITS:
@@ -365,6 +367,8 @@ def open_stac_stack(
         if dataset is not None:
             steps.append(_with_time(dataset, group, unit))
             opened_groups.append(group)
+        if on_step is not None:
+            on_step()
     if not steps:
         raise StacItemError("none of the items' files could be virtualized")
     groups = opened_groups
