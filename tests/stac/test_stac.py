@@ -419,3 +419,34 @@ def test_proj_transform_of_an_item_off_its_mosaic_is_named(tmp_path: Path) -> No
     path = write_json(tmp_path / "search.json", collection(documents))
     with pytest.raises(StacItemError, match=r"item 'S0_1' .*for the mosaic of its time step"):
         _open(path)
+
+
+@pytest.mark.parametrize(("shift", "refused"), [(0.0, False), (1.0, True)], ids=["same", "moved"])
+def test_proj_transform_written_with_fewer_digits_is_the_same_grid(
+    tmp_path: Path, shift: float, refused: bool
+) -> None:
+    """A geographic grid of 1" pixels, its transform rounded to 9 decimals as catalogues
+    write it: the same grid; one pixel off: another one."""
+    import rasterio
+    from rasterio.transform import from_origin
+
+    res = 1 / 3600
+    path = tmp_path / "dem.tif"
+    with rasterio.open(
+        path, "w", driver="GTiff", width=30, height=20, count=1, dtype="int16",
+        crs="EPSG:4326", transform=from_origin(15.0 + 7 * res, 46.0 - 3 * res, res, res),
+    ) as dst:  # fmt: skip
+        dst.write(np.arange(600, dtype="int16").reshape(1, 20, 30))
+    transform = [round(v, 9) for v in (res, 0.0, 15.0 + (7 + shift) * res, 0.0, -res)]
+    transform.append(round(46.0 - 3 * res, 9))
+    scene = Scene("dem", DATES[0], path, 0)
+    properties = {"proj:code": "EPSG:4326", "proj:shape": [20, 30], "proj:transform": transform}
+    document = item(scene, str(path), properties=properties)
+    items = write_json(tmp_path / "search.json", collection([document]))
+    if refused:
+        with pytest.raises(StacItemError, match="disagree with the file's georeferencing"):
+            _open(items)
+    else:
+        values = read_manifest_array(_open(items).band_data.data)
+        with rasterio.open(path) as src:
+            np.testing.assert_array_equal(values[0], src.read())

@@ -143,26 +143,29 @@ def _check_projection(scene: Scene, dataset: xr.Dataset, alone: bool) -> None:
     rows, cols = (int(shape[0]), int(shape[1])) if shape else (None, None)
     width, height = dataset.sizes["x"], dataset.sizes["y"]
 
-    def close(u: float, v: float) -> bool:
-        return bool(np.isclose(u, v, rtol=1e-9, atol=1e-6 * max(abs(dx), 1e-12)))
+    # Catalogues write transforms with fewer digits than the files hold: pixel sizes
+    # agree to a millionth, positions to a hundredth of a pixel.
+    def same_size(u: float, v: float) -> bool:
+        return abs(u - v) <= 1e-6 * abs(v)
+
+    def whole(pixels: float) -> bool:
+        return abs(pixels - round(pixels)) <= 0.01
 
     placed = True
     if dx == dx and dy == dy:  # more than one pixel on both axes: the step is known
         col, row = (c - x0) / dx, (f - y0) / dy
-        placed = close(a, dx) and close(e, dy)
+        placed = same_size(a, dx) and same_size(e, dy) and whole(col) and whole(row)
         if alone:
-            placed = placed and close(c, x0) and close(f, y0)
+            placed = placed and round(col) == 0 and round(row) == 0
             placed = placed and rows in (None, height) and cols in (None, width)
         else:
-            on_grid = close(col, round(col)) and close(row, round(row))
-            inside = (
-                on_grid
+            placed = (
+                placed
                 and round(col) >= 0
                 and round(row) >= 0
                 and round(col) + (cols or 1) <= width
                 and round(row) + (rows or 1) <= height
             )
-            placed = placed and inside
     if not placed:
         raise StacItemError(
             f"{scene.describe()}: proj:transform {list(transform[:6])}"
