@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from virtualizarr_fill.hdf5 import HDF5Parser
     from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
     from virtualizarr_fill.reads import PIPELINE_PATH, fast_reads, use_manifest_pipeline
+    from virtualizarr_fill.stac import open_virtual_stac
     from virtualizarr_fill.tiff import TIFFParser
     from virtualizarr_fill.writers import to_icechunk, to_kerchunk
     from virtualizarr_fill.writers.kerchunk import open_kerchunk
@@ -72,6 +73,7 @@ _LAZY = {
     "open_kerchunk": "virtualizarr_fill.writers.kerchunk",
     "open_virtual_mosaic": "virtualizarr_fill.assemble",
     "open_virtual_series": "virtualizarr_fill.assemble",
+    "open_virtual_stac": "virtualizarr_fill.stac",
     "to_icechunk": "virtualizarr_fill.writers",
     "to_kerchunk": "virtualizarr_fill.writers",
     "use_manifest_pipeline": "virtualizarr_fill.reads",
@@ -122,6 +124,7 @@ __all__ = [
     "open_kerchunk",
     "open_virtual_mosaic",
     "open_virtual_series",
+    "open_virtual_stac",
     "to_icechunk",
     "to_kerchunk",
     "use_manifest_pipeline",

@@ -52,6 +52,23 @@ def _add_debug(parser: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
+def _add_stac_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stac",
+        metavar="ITEMS",
+        help="build from STAC items instead of files: an ItemCollection or Item JSON file, "
+        "a folder of Item JSON files, or an http(s)/s3 URL of one; a mosaic per time step, "
+        "stacked along 'time' in datetime order",
+    )
+    parser.add_argument("--asset", metavar="KEY", help="with --stac: the asset to virtualize")
+    parser.add_argument(
+        "--group-by",
+        choices=("time", "solar_day"),
+        help="with --stac: one time step per datetime (time, the default) or per local "
+        "solar date (solar_day, as odc-stac)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``virtualizarr-fill`` command."""
     top = argparse.ArgumentParser(
@@ -77,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_debug(inspect, argparse.SUPPRESS)
 
     build = commands.add_parser("build", help="virtualize files into one Icechunk/kerchunk store")
-    build.add_argument("inputs", nargs="+", metavar="FILES_OR_GLOB_OR_URL")
+    build.add_argument("inputs", nargs="*", metavar="FILES_OR_GLOB_OR_URL")
     build.add_argument(
         "--concat-dim",
         metavar="DIM",
@@ -137,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         "tag), 'metadata:NAME' (GDAL metadata item) or a regular expression on the file "
         r"name, e.g. 'S2_(\d{8})'",
     )
+    _add_stac_options(build)
     build.add_argument(
         "--overviews",
         action="store_true",

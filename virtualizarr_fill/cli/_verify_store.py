@@ -19,7 +19,7 @@ from virtualizarr_fill.cli._destinations import (
     _destination_kind,
     open_icechunk_repository,
 )
-from virtualizarr_fill.cli._errors import EXIT_IO, CliError
+from virtualizarr_fill.cli._errors import EXIT_IO, EXIT_USAGE, CliError
 from virtualizarr_fill.cli._inputs import user_path
 from virtualizarr_fill.cli._record import BuildRecord, recorded_inputs
 
@@ -156,6 +156,15 @@ def open_verified_store(dest: str, urls: Sequence[str]) -> VerifiedStore:
         try:
             opened = _open(dest, urls)
             attributes = dict(zarr.open_group(opened.zarr_store, mode="r").attrs)
+            if "virtualizarr_fill_stac" in attributes:
+                # Its files have no time of their own to be placed by: refused rather
+                # than reported as mismatches.
+                raise CliError(
+                    f"{dest}: built from STAC items (build --stac), whose files verify "
+                    "cannot place along time yet; compare a time step read with xarray "
+                    "with its date's files instead",
+                    EXIT_USAGE,
+                )
             record = BuildRecord.from_attributes(attributes, dest)
             found = _level_names(attributes, record)
             names: list[str | None] = [None] if found is None else list(found)

@@ -372,6 +372,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 def command_build(args: argparse.Namespace) -> int:
+    from virtualizarr_fill.cli.stac_inputs import check_stac_arguments, command_build_stac
+
+    check_stac_arguments(args)
+    if args.stac is not None:
+        return command_build_stac(args)
     _check_arguments(args)
     if args.overviews:
         from virtualizarr_fill.cli.build_multiscales import command_build_multiscales
