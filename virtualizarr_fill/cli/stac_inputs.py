@@ -149,7 +149,11 @@ def _stored_with_decoded_time(dataset: xr.Dataset) -> xr.Dataset:
 def command_build_stac(args: argparse.Namespace) -> int:
     """``build --stac``: see the module docstring."""
     from virtualizarr_fill.cli._combine import Plan, check_append
-    from virtualizarr_fill.cli._destinations import Destination, import_optional
+    from virtualizarr_fill.cli._destinations import (
+        Destination,
+        import_optional,
+        open_icechunk_repository,
+    )
     from virtualizarr_fill.cli._parse import parser_from_options, parser_options
     from virtualizarr_fill.cli._record import BuildRecord, package_version, recorded_inputs
     from virtualizarr_fill.cli._write import (
@@ -160,10 +164,12 @@ def command_build_stac(args: argparse.Namespace) -> int:
     )
     from virtualizarr_fill.cli.build import (
         _append_source,
+        _array_lines,
         _how_to_open,
         _Parsed,
         _print_summary,
         _refuse_known,
+        _stored_array_lines,
     )
     from virtualizarr_fill.time_stack import TIME
 
@@ -238,5 +244,10 @@ def command_build_stac(args: argparse.Namespace) -> int:
         "write": finished - parse_done,
         "total": finished - started,
     }
-    _print_summary(written, parsed, combined, timings, notes, _how_to_open(destination, all_inputs))
+    if args.append:  # the whole arrays, not the appended steps
+        arrays = _stored_array_lines(open_icechunk_repository(destination.text), snapshot, combined)
+    else:
+        arrays = _array_lines(combined)
+    how = _how_to_open(destination)
+    _print_summary(written, parsed, combined, arrays, timings, notes, how, bool(args.append))
     return EXIT_OK
