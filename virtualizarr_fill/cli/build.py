@@ -305,6 +305,10 @@ def _print_summary(
     lines.append(f"  arrays:    {len(names)}")
     lines.extend(f"    {_array_summary(dataset, n)}" for n in names)
     lines.append(f"  chunks:    {_chunk_count(dataset)} referenced")
+    from virtualizarr_fill.codecs.reader_packages import reader_requirement
+
+    codecs = {n: dataset.variables[n].data.metadata.codecs for n in virtual_names(dataset)}
+    lines.append(f"  readers:   {reader_requirement(codecs)}")
     lines.append(f"  refusals:  {len(report.refusals)}")
     lines.extend(f"    {display(r.url)}: {r.name}: {r.reason}" for r in report.refusals)
     warned = list(dict.fromkeys([*parsed.warnings, *notes]))
