@@ -62,6 +62,9 @@ class CropCodec(EdgeCodec):
     :class:`~virtualizarr_fill_codecs.truncate.TruncateCodec` does. JSON form:
     ``{"name": "virtualizarr_fill.crop", "configuration": {"stored_shape": [10, 180, 360]}}``.
 
+    Its specification for other implementations: [codec
+    `virtualizarr_fill.crop`][crop-specification] (``docs/codecs/crop.md``).
+
     Parameters
     ----------
     stored_shape

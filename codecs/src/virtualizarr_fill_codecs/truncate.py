@@ -77,6 +77,9 @@ class TruncateCodec(EdgeCodec):
     :class:`~virtualizarr_fill_codecs.crop.CropCodec` handles padding inside the rows.
     It sits right after the ``bytes`` codec and before any compressor. It takes no
     parameters; JSON form: ``{"name": "virtualizarr_fill.truncate", "configuration": {}}``.
+
+    Its specification for other implementations: [codec
+    `virtualizarr_fill.truncate`][truncate-specification] (``docs/codecs/truncate.md``).
     """
 
     @classmethod
