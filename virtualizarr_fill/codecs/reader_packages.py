@@ -32,6 +32,9 @@ def codec_names(codecs: Iterable[object]) -> list[str]:
     codecs included."""
     names: list[str] = []
     for codec in codecs:
+        if isinstance(codec, str):  # a codec named without configuration
+            names.append(codec)
+            continue
         as_dict = codec if isinstance(codec, Mapping) else codec.to_dict()  # type: ignore[attr-defined]
         name = as_dict["name"] if isinstance(as_dict, Mapping) else str(as_dict)
         names.append(str(name))
