@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
@@ -116,3 +117,31 @@ def test_summary_names_the_codec_package_for_a_padded_series_in_kerchunk(
     summary = _build(capsys, series, refs, "--concat-dim", "time")
     assert _readers_line(summary) == f"  readers:   {NEEDS} for v"
     assert "virtualizarr_fill.truncate" in refs.read_text()
+
+
+def test_a_series_padded_only_in_its_last_chunk_reads_with_zarr_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """4 then 5 steps in chunks of 2: the grid is regular and its last chunk, stored
+    padded, is the grid's own overhang, which zarr cuts without any codec."""
+    data_dir = tmp_path / "series"
+    data_dir.mkdir()
+    paths, parts = [], []
+    for i, steps in enumerate([4, 5]):
+        path = data_dir / f"part_{i}.nc"
+        part = np.arange(steps * 3, dtype="f4").reshape(steps, 3) + 100 * i
+        with h5py.File(path, "w") as f:
+            time = f.create_dataset("time", data=np.arange(steps, dtype="f8") + 4 * i)
+            time.attrs["units"] = "days since 2024-01-01"
+            time.make_scale("time")
+            f.create_dataset("v", data=part, chunks=(2, 3), compression="gzip")
+            f["v"].dims[0].attach_scale(time)
+        paths.append(path)
+        with h5py.File(path, "r") as f:
+            parts.append(f["v"][...])
+    repo = tmp_path / "series.icechunk"
+    summary = _build(capsys, paths, repo, "--concat-dim", "time")
+    assert _readers_line(summary) == "  readers:   reads with zarr alone"
+    outcome = _read_without_codecs(tmp_path, repo, data_dir, "v")
+    assert outcome["read"], outcome
+    np.testing.assert_array_equal(outcome["values"], np.concatenate(parts), strict=True)
