@@ -49,7 +49,8 @@ ensure_venv() {
     local digest stamp="$VENV/.installed-pyproject"
     local constrain=()
     if [ -n "$CONSTRAINTS" ]; then constrain=(-c "$CONSTRAINTS"); fi
-    digest="$(cat "$ROOT/pyproject.toml" ${CONSTRAINTS:+"$CONSTRAINTS"} | cksum)"
+    digest="$(cat "$ROOT/pyproject.toml" "$ROOT/codecs/pyproject.toml" \
+        ${CONSTRAINTS:+"$CONSTRAINTS"} | cksum)"
     if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
         return 0
     fi
@@ -61,8 +62,11 @@ ensure_venv() {
         "$python" -m venv "$VENV"
     fi
     "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
-    echo "Installing virtualizarr-fill and its test dependencies into $VENV" >&2
-    "$VENV/bin/python" -m pip install --quiet "${constrain[@]}" -e "$ROOT[dev]" >&2
+    echo "Installing virtualizarr-fill, virtualizarr-fill-codecs and the test dependencies into $VENV" >&2
+    # One resolver run over both: the codec distribution comes from ./codecs, so no
+    # package index needs to hold it.
+    "$VENV/bin/python" -m pip install --quiet "${constrain[@]}" \
+        -e "$ROOT/codecs" -e "$ROOT[dev]" >&2
     echo "$digest" >"$stamp"
 }
 
@@ -83,7 +87,7 @@ run_tests() {
 run_lint() {
     cd "$ROOT"
     local paths=() path
-    for path in virtualizarr_fill tests examples fixtures benchmarks scripts; do
+    for path in virtualizarr_fill codecs tests examples fixtures benchmarks scripts; do
         [ -e "$path" ] && paths+=("$path")
     done
     "$VENV/bin/ruff" check "${paths[@]}"

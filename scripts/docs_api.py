@@ -12,7 +12,8 @@
 
 The public names are everything in ``virtualizarr_fill.__all__``,
 ``virtualizarr_fill.formats.AutoParser``, the codec classes zarr finds through the
-package's ``zarr.codecs`` entry points (``pyproject.toml``) and the error classes of
+``zarr.codecs`` entry points of the codec distribution (``codecs/pyproject.toml``),
+under their re-exports in ``virtualizarr_fill.codecs``, and the error classes of
 ``virtualizarr_fill.errors``.
 """
 
@@ -30,6 +31,9 @@ import griffe
 ROOT = Path(__file__).resolve().parents[1]
 API_DIR = ROOT / "docs" / "api"
 PACKAGE = "virtualizarr_fill"
+# The codec distribution, built from codecs/ (its package under codecs/src).
+CODECS_ROOT = ROOT / "codecs"
+CODECS_PACKAGE = "virtualizarr_fill_codecs"
 
 _log = logging.getLogger("mkdocs.hooks.docs_api")
 
@@ -46,9 +50,12 @@ def public_names() -> list[str]:
 
     names = [f"{PACKAGE}.{name}" for name in virtualizarr_fill.__all__]
     names.append(f"{PACKAGE}.formats.AutoParser")
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    # The codec distribution registers them; the API reference documents them under the
+    # re-exports in virtualizarr_fill.codecs.
+    pyproject = tomllib.loads((CODECS_ROOT / "pyproject.toml").read_text())
     for target in pyproject["project"]["entry-points"]["zarr.codecs"].values():
         module, _, attribute = target.partition(":")
+        module = module.replace(CODECS_PACKAGE, f"{PACKAGE}.codecs", 1)
         names.append(f"{module}.{attribute}")
     base = virtualizarr_fill.errors.VirtualizarrFillError
     for name, value in vars(virtualizarr_fill.errors).items():
@@ -122,7 +129,12 @@ def check_api(api_dir: Path = API_DIR) -> list[Problem]:
     A name counts as documented by an entry for the same object under any of its paths
     (``virtualizarr_fill.CropCodec`` or ``virtualizarr_fill.codecs.crop.CropCodec``).
     """
-    package = griffe.load(PACKAGE, search_paths=[str(ROOT)], resolve_aliases=True)
+    package = griffe.load(
+        PACKAGE,
+        search_paths=[str(ROOT), str(CODECS_ROOT / "src")],
+        resolve_aliases=True,
+        resolve_external=True,
+    )
     documented: set[str] = set()
     for identifier in api_entries(api_dir):
         # An entry naming nothing is mkdocstrings' to report.

@@ -7,9 +7,10 @@ also a builtin exception of the matching kind, so callers that already catch
 
 from __future__ import annotations
 
-
-class VirtualizarrFillError(Exception):
-    """Base class of every error raised by virtualizarr-fill for bad or unsupported input."""
+# The codecs raise errors of this hierarchy without importing virtualizarr-fill, so the
+# base class and the decoding error live in the codec distribution.
+from virtualizarr_fill_codecs.errors import ChunkSizeMismatchError as ChunkSizeMismatchError
+from virtualizarr_fill_codecs.errors import VirtualizarrFillError as VirtualizarrFillError
 
 
 class NotATiffError(VirtualizarrFillError, ValueError):
@@ -30,10 +31,6 @@ class UnsupportedFeatureError(VirtualizarrFillError, NotImplementedError):
 
 class CorruptFileError(VirtualizarrFillError, ValueError):
     """The file's header contradicts itself or its size (offsets past the end, bad counts...)."""
-
-
-class ChunkSizeMismatchError(VirtualizarrFillError, ValueError):
-    """A stored chunk is neither its logical nor its physical size (raised while decoding)."""
 
 
 class ChunkDecodeError(VirtualizarrFillError, ValueError):

@@ -338,6 +338,10 @@ def _print_summary(
     lines.extend(f"    {line}" for line in arrays)
     added = " by the appended files" if appended else ""
     lines.append(f"  chunks:    {_chunk_count(dataset)} referenced{added}")
+    from virtualizarr_fill.codecs.reader_packages import reader_requirement
+
+    codecs = {n: dataset.variables[n].data.metadata.codecs for n in virtual_names(dataset)}
+    lines.append(f"  readers:   {reader_requirement(codecs)}")
     lines.append(f"  refusals:  {len(report.refusals)}")
     lines.extend(f"    {display(r.url)}: {r.name}: {r.reason}" for r in report.refusals)
     from virtualizarr_fill.assemble import dropped_attributes

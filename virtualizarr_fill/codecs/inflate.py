@@ -17,11 +17,10 @@ from typing import Any
 
 import imagecodecs
 import numpy as np
+from virtualizarr_fill_codecs.hdf5_shuffle import HDF5ShuffleCodec
+from virtualizarr_fill_codecs.truncate import TruncateCodec
 from zarr.codecs.numcodecs import Shuffle as NumcodecsShuffle
 from zarr.codecs.numcodecs import Zlib as NumcodecsZlib
-
-from virtualizarr_fill.codecs.hdf5_shuffle import HDF5ShuffleCodec
-from virtualizarr_fill.codecs.truncate import TruncateCodec
 
 #: bytes->bytes codecs whose output is as long as their input.
 SIZE_PRESERVING = (NumcodecsShuffle, HDF5ShuffleCodec)
