@@ -161,16 +161,17 @@ def _check_same(parts: Sequence[FilePart], transforms: dict[str, AFFINE]) -> Non
         step = math.log1p(RESOLUTION_RTOL)
         return round(math.log(a) / step), round(math.log(-e) / step)
 
-    odd = _odd_one(parts, resolution)
-    if odd is not None:
-        tile, other = odd
-        ta, tb = transforms[tile.url], transforms[other.url]
+    keys = [resolution(p) for p in parts]
+    other = parts[keys.index(Counter(keys).most_common(1)[0][0])]
+    majority = transforms[other.url]
+    for part in parts:
+        ta = transforms[part.url]
         for index, axis in ((0, X), (4, Y)):
-            if not math.isclose(ta[index], tb[index], rel_tol=RESOLUTION_RTOL):
+            if not math.isclose(ta[index], majority[index], rel_tol=RESOLUTION_RTOL):
                 raise IncompatibleArraysError(
-                    f"{tile.url} has a resolution of {number(abs(ta[index]))} along "
+                    f"{part.url} has a resolution of {number(abs(ta[index]))} along "
                     f"{axis!r}, the other tiles (such as {other.url}) "
-                    f"{number(abs(tb[index]))}; resample it to their resolution first"
+                    f"{number(abs(majority[index]))}; resample it to their resolution first"
                 )
 
 
