@@ -1,7 +1,7 @@
 """``virtualizarr-fill build`` of the tile sets users have: origins off the exact grid
 by float noise or a fraction of a pixel, and missing tiles (``--allow-gaps``). The store
-must equal ``rasterio.merge.merge`` of the tiles; the refusals are one line naming the
-tile or the hole and the flag that helps."""
+must equal ``rasterio.merge.merge`` of the tiles and ``verify`` must pass on it; the
+refusals are one line naming the tile or the hole and the flag that helps."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ SHIFT = {(0, 0): (NOISE, -NOISE), (1, 2): (0.4, 0.0), (2, 1): (0.0, 0.3)}
 
 
 @pytest.mark.parametrize("suffix", ["icechunk", "json"])
-def test_snapped_tiles_with_a_hole_build_with_allow_gaps(
+def test_snapped_tiles_with_a_hole_build_with_allow_gaps_and_verify(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
 ) -> None:
     import rioxarray  # noqa: F401  (the .rio accessor)
@@ -48,6 +48,11 @@ def test_snapped_tiles_with_a_hole_build_with_allow_gaps(
         values = np.where(np.isnan(values), NODATA, values)
     np.testing.assert_array_equal(values, merged)
     assert ds.rio.transform() == transform
+
+    # verify places each tile by its own coordinates, within the half pixel it was snapped
+    code, out_text, err = _run(capsys, "verify", out, "--against", *paths)
+    assert code == EXIT_OK, out_text + err
+    assert "arrays of 8 files: all equal" in out_text
 
 
 def test_a_tile_farther_off_the_grid_is_refused_in_one_line(
