@@ -210,3 +210,44 @@ def test_snapped_mosaic_with_holes_reads_back_through_icechunk_and_kerchunk(
         np.testing.assert_array_equal(np.isnan(values), merged == NODATA)
         np.testing.assert_array_equal(np.where(np.isnan(values), NODATA, values), merged)
         assert read.rio.transform() == transform
+
+
+def test_a_tile_cut_by_other_tiles_edges_is_refused_as_no_grid(tmp_path: Path) -> None:
+    """Row 0 of one tile twice as wide above two tiles: the wide tile would have to be
+    split inside its chunks."""
+    from rasterio.transform import from_origin
+
+    tmp_path.mkdir(exist_ok=True)
+    data = np.ones((1, SIZE, 2 * SIZE), "uint8")
+    paths = []
+    for name, left, top, width in [
+        ("wide", 0, 0, 2 * SIZE),
+        ("low_0", 0, SIZE, SIZE),
+        ("low_1", SIZE, SIZE, SIZE),
+    ]:
+        path = tmp_path / f"{name}.tif"
+        with rasterio.open(
+            path, "w", driver="GTiff", width=width, height=SIZE, count=1, dtype="uint8",
+            crs="EPSG:4326",
+            transform=from_origin(ORIGIN[0] + left * RES, ORIGIN[1] - top * RES, RES, RES),
+            tiled=True, blockxsize=BLOCK, blockysize=BLOCK,
+        ) as dst:  # fmt: skip
+            dst.write(data[:, :, :width])
+        paths.append(path)
+    with pytest.raises(IncompatibleArraysError, match=r"do not form a grid: .*wide.tif"):
+        _mosaic(paths)
+
+
+def test_a_south_up_tile_is_refused_as_rasterio_merge_refuses_it(tmp_path: Path) -> None:
+    from rasterio.transform import Affine
+
+    paths = _tiles(tmp_path, drop={(2, 2)})
+    flipped = tmp_path / "flipped.tif"
+    with rasterio.open(
+        flipped, "w", driver="GTiff", width=SIZE, height=SIZE, count=2, dtype="uint8",
+        crs="EPSG:4326", nodata=NODATA,
+        transform=Affine(RES, 0, ORIGIN[0] + 2 * SIZE * RES, 0, RES, ORIGIN[1] - 3 * SIZE * RES),
+    ) as dst:  # fmt: skip
+        dst.write(np.zeros((2, SIZE, SIZE), "uint8"))
+    with pytest.raises(IncompatibleArraysError, match=r"flipped.tif: a flipped transform"):
+        _mosaic([*paths, flipped])
