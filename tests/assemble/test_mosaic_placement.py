@@ -251,3 +251,19 @@ def test_a_south_up_tile_is_refused_as_rasterio_merge_refuses_it(tmp_path: Path)
         dst.write(np.zeros((2, SIZE, SIZE), "uint8"))
     with pytest.raises(IncompatibleArraysError, match=r"flipped.tif: a flipped transform"):
         _mosaic([*paths, flipped])
+
+
+def test_a_tile_of_another_data_type_is_named_not_the_first_files(tmp_path: Path) -> None:
+    paths = _tiles(tmp_path)
+    odd = tmp_path / "tile_0_0.tif"  # the top-left tile, which the mosaic starts from
+    with rasterio.open(odd) as src:
+        profile, data = src.profile, src.read()
+    profile.update(dtype="uint16")
+    with rasterio.open(odd, "w", **profile) as dst:
+        dst.write(data.astype("uint16"))
+    paths = sorted(paths, key=lambda p: p.name)  # the odd tile given first
+    with pytest.raises(IncompatibleArraysError) as refused:
+        _mosaic(paths)
+    message = str(refused.value)
+    assert message.startswith(f"file://{odd}: 'band_data' is uint16, in the other tiles")
+    assert "uint8; one virtual array has one data type" in message

@@ -175,6 +175,25 @@ def _check_same(parts: Sequence[FilePart], transforms: dict[str, AFFINE]) -> Non
                 )
 
 
+def _check_data_types(parts: Sequence[FilePart]) -> None:
+    """Refuse the tile whose arrays have another data type than the majority's (before
+    the concatenation, which would name the first tiles it compares)."""
+    for name in parts[0].arrays:
+
+        def data_type(part: FilePart, name: str = name) -> str | None:
+            array = part.arrays.get(name)
+            return None if array is None else str(array.dtype)
+
+        odd = _odd_one(parts, data_type)
+        if odd is not None:
+            tile, other = odd
+            found = tile.arrays[name].dtype if name in tile.arrays else "none"
+            raise IncompatibleArraysError(
+                f"{tile.url}: {name!r} is {found}, in the other tiles (such as {other.url}) "
+                f"{other.arrays[name].dtype}; one virtual array has one data type"
+            )
+
+
 def _offset(part: FilePart, v: float, axis: str, anchor: FilePart) -> int:
     """rasterio.merge's pixel offset of an edge ``v`` pixels from the mosaic's origin
     (``floor(v + 0.1)``), refused beyond the snapping tolerance."""
@@ -192,6 +211,7 @@ def place(parts: Sequence[FilePart]) -> tuple[AFFINE, int, int, list[Placed]]:
     """The mosaic's transform and shape, and each tile's placement (rasterio.merge's)."""
     transforms = {part.url: transform_of(part) for part in parts}
     _check_same(parts, transforms)
+    _check_data_types(parts)
     first = transforms[parts[0].url]
     res_x, res_y = first[0], -first[4]
     lefts, rights, tops, bottoms = [], [], [], []
