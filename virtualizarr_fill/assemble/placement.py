@@ -232,7 +232,12 @@ def place(parts: Sequence[FilePart]) -> tuple[AFFINE, int, int, list[Placed]]:
         rows, cols = _sizes(part)
         col = _offset(part, (left - west) / res_x, X, west_tile)
         row = _offset(part, (north - top) / res_y, Y, north_tile)
-        placed.append(Placed(part, row, col, min(rows, height - row), min(cols, width - col)))
+        if row + rows > height or col + cols > width:  # rasterio would read it resampled
+            raise IncompatibleArraysError(
+                f"{part.url} reaches past the mosaic's edge by a fraction of a pixel once "
+                "snapped to its grid; resample it onto the grid first"
+            )
+        placed.append(Placed(part, row, col, rows, cols))
     return (res_x, 0.0, west, 0.0, -res_y, north), height, width, placed
 
 
