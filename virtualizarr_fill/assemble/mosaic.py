@@ -12,6 +12,7 @@ nodata equal ``rasterio.merge.merge`` of the same tiles.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -20,18 +21,36 @@ import xarray as xr
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 from zarr.core.chunk_grids import FixedDimension
 
+from virtualizarr_fill.assemble.overlaps import check_overlaps, read_window, tile_bounds
 from virtualizarr_fill.assemble.parts import FilePart, common_attributes
-from virtualizarr_fill.assemble.placement import AFFINE, GRID_MAPPING, Layout, X, Y, layout
+from virtualizarr_fill.assemble.placement import (
+    AFFINE,
+    GRID_MAPPING,
+    Layout,
+    Overlap,
+    Placed,
+    X,
+    Y,
+    layout,
+)
 from virtualizarr_fill.assemble.series import assembled, leading, whole_chunk
-from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges, grid_metadata
+from virtualizarr_fill.assemble.windows import Materialised, natural_cuts, window
+from virtualizarr_fill.chunk_grids import (
+    chunk_grid,
+    codec_edges,
+    dimension_from_edges,
+    grid_metadata,
+)
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill.conflicts import combining_variable
 from virtualizarr_fill.manifests.array import FillManifestArray
 
 
-def tile_grid(parts: Sequence[FilePart], *, allow_gaps: bool = False) -> Layout:
+def tile_grid(
+    parts: Sequence[FilePart], *, allow_gaps: bool = False, overlap: Overlap | None = None
+) -> Layout:
     """The tiles placed on the mosaic's grid (see :mod:`.placement`)."""
-    return layout(parts, allow_gaps=allow_gaps)
+    return layout(parts, allow_gaps=allow_gaps, overlap=overlap)
 
 
 def pixel_centres(transform: AFFINE, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,9 +102,83 @@ def _hole(
     return FillManifestArray(metadata=metadata, chunkmanifest=empty)
 
 
-def combine_tiles(template: xr.Dataset, grid: Layout) -> xr.Dataset:
-    """The mosaic of the tiles in ``grid`` (``template``: the first tile's dataset)."""
-    tiles = [grid.cells[key] for key in sorted(grid.cells)]
+def _cells_cut(
+    key: str, dims: tuple[str, ...], grid: Layout, registry: Any, count: Materialised
+) -> list[list[ManifestArray]]:
+    """The cells of a mosaic of overlapping tiles, each the window of its tile (or a
+    hole), chunked along ``y`` at every chunk edge of its row of cells and along ``x``
+    at every one of its column, so that they concatenate (see :mod:`.windows`)."""
+    rows, cols = len(grid.row_edges) - 1, len(grid.col_edges) - 1
+    y_cuts: list[set[int]] = [{grid.row_edges[i], grid.row_edges[i + 1]} for i in range(rows)]
+    x_cuts: list[set[int]] = [{grid.col_edges[j], grid.col_edges[j + 1]} for j in range(cols)]
+    for (i, j), tile in grid.cells.items():
+        array = tile.part.arrays[key]
+        bounds = _bounds(tile, key, dims, grid, i, j)
+        for axis, dim in enumerate(dims):
+            if dim == Y:
+                cut = natural_cuts(array, axis, *bounds[axis])
+                y_cuts[i].update(c + tile.row for c in cut)
+            elif dim == X:
+                cut = natural_cuts(array, axis, *bounds[axis])
+                x_cuts[j].update(c + tile.col for c in cut)
+    donor = grid.placed[0].part.arrays[key]
+    result = []
+    for i in range(rows if Y in dims else 1):
+        row: list[ManifestArray] = []
+        for j in range(cols if X in dims else 1):
+            cell = grid.cell(i, j)
+            shift = {Y: cell.row, X: cell.col} if cell is not None else {Y: 0, X: 0}
+            array = donor if cell is None else cell.part.arrays[key]
+            cuts = []
+            for axis, dim in enumerate(dims):
+                if dim in (X, Y):
+                    edges = y_cuts[i] if dim == Y else x_cuts[j]
+                    cuts.append(sorted(c - shift[dim] for c in edges))
+                else:
+                    cuts.append(natural_cuts(array, axis, 0, array.shape[axis]))
+            if cell is None:
+                row.append(_empty(donor, cuts))
+                continue
+            part, counted = window(
+                array, cuts, functools.partial(read_window, array, registry),
+                f"{cell.part.url}: {key!r}",
+            )  # fmt: skip
+            count.add(counted)
+            row.append(part)
+        result.append(row)
+    return result
+
+
+def _bounds(
+    tile: Placed, key: str, dims: tuple[str, ...], grid: Layout, i: int, j: int
+) -> list[tuple[int, int]]:
+    """The window of the tile that cell ``(i, j)`` takes, in the tile's pixels."""
+    rows = (grid.row_edges[i], grid.row_edges[i + 1])
+    cols = (grid.col_edges[j], grid.col_edges[j + 1])
+    return tile_bounds(tile, dims, tile.part.arrays[key].shape, rows, cols)
+
+
+def _empty(donor: ManifestArray, cuts: list[list[int]]) -> FillManifestArray:
+    """A hole among overlapping tiles: no chunks, chunked at ``cuts``."""
+    dimensions = [dimension_from_edges(np.diff(c).tolist(), c[-1] - c[0]) for c in cuts]
+    metadata = dataclasses.replace(
+        donor.metadata,
+        shape=tuple(c[-1] - c[0] for c in cuts),
+        chunk_grid=grid_metadata(dimensions),
+    )
+    empty = ChunkManifest(entries={}, shape=chunk_grid(metadata).grid_shape)
+    return FillManifestArray(metadata=metadata, chunkmanifest=empty)
+
+
+def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> xr.Dataset:
+    """The mosaic of the tiles in ``grid`` (``template``: the first tile's dataset;
+    ``registry``: resolves the tiles' URLs, to read the windows of overlapping tiles).
+
+    Where tiles overlap inside a chunk, the number of chunks stored as values is in the
+    ``encoding`` of each variable, as ``"materialised_chunks"`` and
+    ``"materialised_bytes"``.
+    """
+    tiles = list({id(t): t for t in (grid.cells[key] for key in sorted(grid.cells))}.values())
     parts = [tile.part for tile in tiles]
     top_left = parts[0]
     rows, cols = len(grid.row_edges) - 1, len(grid.col_edges) - 1
@@ -115,16 +208,24 @@ def combine_tiles(template: xr.Dataset, grid: Layout) -> xr.Dataset:
             )
         donor = top_left.arrays[key]
         data: Any
+        count = Materialised()
+        if grid.covering:
+            check_overlaps(grid, key, dims, donor.shape, registry, grid.placed[0])
         with combining_variable(key):
             row_arrays = []
-            for i in range(rows if Y in dims else 1):
-                cells: list[ManifestArray] = []
-                for j in range(cols if X in dims else 1):
-                    tile = grid.cell(i, j)
-                    if tile is None:
-                        cells.append(_hole(key, dims, grid, i, j, donor))
-                    else:
-                        cells.append(tile.part.arrays[key])
+            if grid.overlap is not None:
+                layout_cells = _cells_cut(key, dims, grid, registry, count)
+            else:
+                layout_cells = [
+                    [
+                        tile.part.arrays[key]
+                        if (tile := grid.cell(i, j)) is not None
+                        else _hole(key, dims, grid, i, j, donor)
+                        for j in range(cols if X in dims else 1)
+                    ]
+                    for i in range(rows if Y in dims else 1)
+                ]
+            for cells in layout_cells:
                 row_arrays.append(
                     np.concatenate(cells, axis=dims.index(X)) if len(cells) > 1 else cells[0]  # type: ignore[arg-type]
                 )
@@ -134,7 +235,10 @@ def combine_tiles(template: xr.Dataset, grid: Layout) -> xr.Dataset:
                 else row_arrays[0]
             )
         attrs = common_attributes([part.var_attrs[key] for part in parts])
-        variables[name] = xr.Variable(variable.dims, data, attrs, dict(variable.encoding))
+        encoding = dict(variable.encoding)
+        if count.chunks:
+            encoding.update(materialised_chunks=count.chunks, materialised_bytes=count.nbytes)
+        variables[name] = xr.Variable(variable.dims, data, attrs, encoding)
     return assembled(template, variables, parts)
 
 

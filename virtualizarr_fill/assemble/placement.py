@@ -17,7 +17,10 @@ pixels. Resolutions are compared with the relative tolerance :data:`RESOLUTION_R
 The tiles' edges cut the mosaic into rows and columns of cells; each tile must fill
 whole cells. A cell that no tile covers is a hole (refused unless ``allow_gaps``, then
 read as nodata, as rasterio fills it); a cell that two tiles cover is an overlap,
-refused naming both tiles.
+refused naming both tiles unless an ``overlap`` method says which tile it takes, with
+rasterio.merge's names: ``"first"``, the tile given earliest, or ``"last"``, the one
+given latest. With a method, a tile may also be cut by other tiles' edges: each cell
+takes a window of its tile (see :mod:`.windows`).
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ import math
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from virtualizarr_fill.assemble.parts import FilePart
 from virtualizarr_fill.errors import IncompatibleArraysError
@@ -47,6 +50,8 @@ _ROUNDING_SLACK = 0.1
 RESOLUTION_RTOL = 1e-6
 
 AFFINE = tuple[float, float, float, float, float, float]
+#: Which tile an overlap takes, by rasterio.merge's method names.
+Overlap = Literal["first", "last"]
 
 
 def number(value: float) -> str:
@@ -70,7 +75,8 @@ class Placed:
 class Layout:
     """The mosaic: its transform (``a, b, c, d, e, f``), shape, the row and column
     edges (pixel offsets, from 0 to the height/width) and the tile of each cell (None
-    for a hole)."""
+    for a hole); with an ``overlap`` method, the tiles covering each cell that more than
+    one covers, in the order given."""
 
     transform: AFFINE
     height: int
@@ -78,6 +84,10 @@ class Layout:
     row_edges: list[int]
     col_edges: list[int]
     cells: dict[tuple[int, int], Placed]
+    overlap: Overlap | None = None
+    covering: dict[tuple[int, int], list[Placed]] = field(default_factory=dict)
+    #: Every tile, in the order given.
+    placed: list[Placed] = field(default_factory=list)
 
     def cell(self, i: int, j: int) -> Placed | None:
         return self.cells.get((i, j))
@@ -245,12 +255,17 @@ def _where(layout_edges: list[int], i: int, axis: str) -> str:
     return f"{'rows' if axis == Y else 'columns'} {layout_edges[i]}-{layout_edges[i + 1] - 1}"
 
 
-def layout(parts: Sequence[FilePart], *, allow_gaps: bool = False) -> Layout:
+def layout(
+    parts: Sequence[FilePart], *, allow_gaps: bool = False, overlap: Overlap | None = None
+) -> Layout:
     """The tiles on the mosaic's grid, cell by cell; see the module."""
+    if overlap not in (None, "first", "last"):
+        raise ValueError(f"overlap must be 'first', 'last' or None, not {overlap!r}")
     transform, height, width, placed = place(parts)
     row_edges = sorted({0, height, *(p.row for p in placed), *(p.row + p.height for p in placed)})
     col_edges = sorted({0, width, *(p.col for p in placed), *(p.col + p.width for p in placed)})
     cells: dict[tuple[int, int], Placed] = {}
+    covering: dict[tuple[int, int], list[Placed]] = {}
     spanning: list[Placed] = []
     for tile in placed:
         i0, i1 = bisect_left(row_edges, tile.row), bisect_left(row_edges, tile.row + tile.height)
@@ -260,9 +275,14 @@ def layout(parts: Sequence[FilePart], *, allow_gaps: bool = False) -> Layout:
         for i in range(i0, i1):
             for j in range(j0, j1):
                 other = cells.setdefault((i, j), tile)
-                if other is not tile:
+                if other is tile:
+                    continue
+                if overlap is None:
                     _refuse_overlap(other, tile)
-    if spanning:
+                covering.setdefault((i, j), [other]).append(tile)
+                if overlap == "last":
+                    cells[(i, j)] = tile
+    if spanning and overlap is None:
         tile = spanning[0]
         raise IncompatibleArraysError(
             f"the tiles do not form a grid: the edges of other tiles cut {tile.part.url} "
@@ -270,7 +290,9 @@ def layout(parts: Sequence[FilePart], *, allow_gaps: bool = False) -> Layout:
             f"{tile.col}-{tile.col + tile.width - 1} of the mosaic); every row of tiles must "
             "span the same x ranges and every column the same y ranges"
         )
-    result = Layout(transform, height, width, row_edges, col_edges, cells)
+    result = Layout(
+        transform, height, width, row_edges, col_edges, cells, overlap, covering, placed
+    )
     if not allow_gaps:
         for i in range(len(row_edges) - 1):
             for j in range(len(col_edges) - 1):
@@ -284,7 +306,8 @@ def _refuse_overlap(first: Placed, second: Placed) -> None:
     cols = min(first.col + first.width, second.col + second.width) - max(first.col, second.col)
     raise IncompatibleArraysError(
         f"{first.part.url} and {second.part.url} overlap by {rows} x {cols} pixels "
-        "(rows x columns); remove one of them"
+        "(rows x columns); say which tile an overlap takes (--overlap first|last, "
+        'overlap="first" or "last", as rasterio.merge\'s method) or remove one of them'
     )
 
 
@@ -307,4 +330,14 @@ def _refuse_hole(result: Layout, i: int, j: int) -> None:
     )
 
 
-__all__ = ["GRID_MAPPING", "RESOLUTION_RTOL", "SNAP", "Layout", "Placed", "X", "Y", "layout"]
+__all__ = [
+    "GRID_MAPPING",
+    "RESOLUTION_RTOL",
+    "SNAP",
+    "Layout",
+    "Overlap",
+    "Placed",
+    "X",
+    "Y",
+    "layout",
+]
