@@ -108,6 +108,7 @@ def _cells_cut(
     """The cells of a mosaic of overlapping tiles, each the window of its tile (or a
     hole), chunked along ``y`` at every chunk edge of its row of cells and along ``x``
     at every one of its column, so that they concatenate (see :mod:`.windows`)."""
+    grid = grid.merged()
     rows, cols = len(grid.row_edges) - 1, len(grid.col_edges) - 1
     y_cuts: list[set[int]] = [{grid.row_edges[i], grid.row_edges[i + 1]} for i in range(rows)]
     x_cuts: list[set[int]] = [{grid.col_edges[j], grid.col_edges[j + 1]} for j in range(cols)]

@@ -49,9 +49,16 @@ def tile_bounds(
     return bounds
 
 
-def _nodata(tile: Placed, name: str) -> Any:
+def _nodata(tile: Placed, name: str) -> float | None:
+    """The tile's GDAL nodata value, as rasterio reads it (a float), or None."""
     attributes = tile.part.var_attrs.get(name, {})
-    return attributes.get("_FillValue")
+    value = attributes.get("gdal_no_data")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def _is(values: np.ndarray, nodata: Any, *, close: bool) -> np.ndarray:

@@ -25,6 +25,7 @@ takes a window of its tile (see :mod:`.windows`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from bisect import bisect_left
 from collections import Counter
@@ -91,6 +92,39 @@ class Layout:
 
     def cell(self, i: int, j: int) -> Placed | None:
         return self.cells.get((i, j))
+
+    def merged(self) -> Layout:
+        """The layout with neighbouring cells of one tile joined: only the edges where,
+        in some row (column), the cells on either side take different tiles (or one is
+        a hole) stay, so that a tile is cut no more than the overlaps need. Each joined
+        cell takes one tile (its cells, linked row by row and column by column, do)."""
+        rows, cols = len(self.row_edges) - 1, len(self.col_edges) - 1
+
+        def differ(a: Placed | None, b: Placed | None) -> bool:
+            return a is not b
+
+        keep_cols = {0, cols} | {
+            j for j in range(1, cols) for i in range(rows)
+            if differ(self.cell(i, j - 1), self.cell(i, j))
+        }  # fmt: skip
+        keep_rows = {0, rows} | {
+            i for i in range(1, rows) for j in range(cols)
+            if differ(self.cell(i - 1, j), self.cell(i, j))
+        }  # fmt: skip
+        row_index, col_index = sorted(keep_rows), sorted(keep_cols)
+        cells = {
+            (a, b): tile
+            for a, i in enumerate(row_index[:-1])
+            for b, j in enumerate(col_index[:-1])
+            if (tile := self.cell(i, j)) is not None
+        }
+        return dataclasses.replace(
+            self,
+            row_edges=[self.row_edges[i] for i in row_index],
+            col_edges=[self.col_edges[j] for j in col_index],
+            cells=cells,
+            covering={},
+        )
 
 
 def crs_of(part: FilePart) -> Any:

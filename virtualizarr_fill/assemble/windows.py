@@ -39,6 +39,7 @@ from virtualizarr_fill.codec_chains import (
     insert_edge_codec,
     without_edge_codecs,
 )
+from virtualizarr_fill.codec_chains.edge_handling import whole_row_axes
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.hdf5.array_context import chunk_spec, empty_manifest
 from virtualizarr_fill.manifests import upstream
@@ -70,7 +71,7 @@ class Materialised:
 class _Piece:
     start: int
     stop: int
-    leading: bool  # starts inside a stored chunk: materialised
+    materialised: bool  # starts inside a stored chunk, or cannot be cut short
 
 
 def _on_boundary(dim: DimensionGrid, position: int) -> bool:
@@ -85,17 +86,24 @@ def natural_cuts(array: ManifestArray, axis: int, start: int, stop: int) -> list
     return [start, *(dim.chunk_offset(k) for k in range(first + 1, last + 1)), stop]
 
 
-def _pieces(dim: DimensionGrid, cuts: Sequence[int]) -> list[_Piece]:
+def _ends_chunk(dim: DimensionGrid, position: int) -> bool:
+    chunk = dim.index_to_chunk(position - 1)
+    return dim.chunk_offset(chunk) + codec_edges(dim)[chunk] == position
+
+
+def _pieces(dim: DimensionGrid, cuts: Sequence[int], whole_rows: bool) -> list[_Piece]:
     """The window between the first and last of ``cuts`` (which hold every stored chunk
     edge between them) as pieces: each segment that starts inside a stored chunk on its
-    own, runs of segments that start on chunk edges together."""
+    own (materialised), runs of segments that start on chunk edges together. Along an
+    axis whose chunks no edge codec can cut short (``whole_rows``), a segment that ends
+    inside its chunk is materialised too."""
     pieces: list[_Piece] = []
     for start, stop in itertools.pairwise(cuts):
-        leading = not _on_boundary(dim, start)
-        if not leading and pieces and not pieces[-1].leading:
-            pieces[-1] = _Piece(pieces[-1].start, stop, leading=False)
+        materialised = not _on_boundary(dim, start) or (whole_rows and not _ends_chunk(dim, stop))
+        if not materialised and pieces and not pieces[-1].materialised:
+            pieces[-1] = _Piece(pieces[-1].start, stop, materialised=False)
         else:
-            pieces.append(_Piece(start, stop, leading))
+            pieces.append(_Piece(start, stop, materialised))
     return pieces
 
 
@@ -127,7 +135,7 @@ def _referenced(array: ManifestArray, pieces: Sequence[_Piece]) -> ManifestArray
 
 def _cuts(dim: DimensionGrid, piece: _Piece) -> list[int]:
     """The edges inside ``piece`` where its chunks (the stored ones it meets) start."""
-    if piece.leading:
+    if piece.materialised:
         return [piece.start, piece.stop]
     a, b = _chunk_range(dim, piece)
     return [piece.start, *(dim.chunk_offset(k) for k in range(a + 1, b)), piece.stop]
@@ -143,8 +151,11 @@ def _encode(
         (nd_buffer.from_numpy_array(np.ascontiguousarray(v)), chunk_spec(array.metadata, v.shape))
         for v in blocks.values()
     ]
-    encoded = sync(pipeline.encode(batch))
-    decoded = sync(pipeline.decode(list(zip(encoded, [s for _, s in batch], strict=True))))
+    try:
+        encoded = sync(pipeline.encode(batch))
+        decoded = sync(pipeline.decode(list(zip(encoded, [s for _, s in batch], strict=True))))
+    except Exception as err:  # a codec that cannot encode such a chunk, for any reason
+        raise _LossyChain(f"cannot encode it ({type(err).__name__}: {err})") from err
     result = {}
     for (index, values), data, back in zip(blocks.items(), encoded, decoded, strict=True):
         if (
@@ -154,7 +165,9 @@ def _encode(
                 back.as_numpy_array(), values, equal_nan=values.dtype.kind in "fc"
             )
         ):
-            raise _LossyChain()
+            raise _LossyChain(
+                "do not give back the values they encode (a lossy codec such as JPEG)"
+            )
         result[index] = data.to_bytes()
     return result
 
@@ -195,11 +208,11 @@ def _materialised(
         blocks[index] = values[window]
     try:
         inlined = _encode(array, blocks)
-    except _LossyChain:
+    except _LossyChain as err:
         raise IncompatibleArraysError(
-            f"{what}: the codecs of its chunks do not give back the values they encode "
-            "(a lossy codec such as JPEG), so the part of a chunk the overlap leaves cannot "
-            "be stored exactly; cut the tiles on chunk boundaries or drop the overlap"
+            f"{what}: an overlap ends inside its chunks, and the codecs of its chunks {err}, "
+            "so the part of a chunk the overlap leaves cannot be stored exactly as values; "
+            "cut the tiles on their chunk edges, or merge them with rasterio"
         ) from None
     paths, offsets, lengths = empty_manifest(grid)
     for index, data in inlined.items():
@@ -234,12 +247,16 @@ def window(
     need): its stored chunks where a chunk of the window starts on their edges, the
     others materialised (see the module)."""
     dims = chunk_grid(array.metadata).dimensions
-    per_axis = [_pieces(d, c) for d, c in zip(dims, cuts, strict=True)]
+    whole_rows = whole_row_axes(array.metadata.codecs, array.ndim)
+    per_axis = [
+        _pieces(d, c, axis in whole_rows)
+        for axis, (d, c) in enumerate(zip(dims, cuts, strict=True))
+    ]
     count = Materialised()
     blocks: dict[tuple[int, ...], ManifestArray] = {}
     for index in itertools.product(*(range(len(p)) for p in per_axis)):
         pieces = [p[i] for p, i in zip(per_axis, index, strict=True)]
-        if any(p.leading for p in pieces):
+        if any(p.materialised for p in pieces):
             blocks[index], counted = _materialised(array, pieces, read, what)
             count.add(counted)
         else:
