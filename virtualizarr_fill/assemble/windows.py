@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import xarray as xr
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 from zarr.core.buffer import default_buffer_prototype
@@ -278,4 +279,17 @@ def _joined(blocks: dict[tuple[int, ...], ManifestArray], shape: list[int]) -> M
     return current[()]
 
 
-__all__ = ["Materialised", "Reader", "natural_cuts", "window"]
+def materialised_in(dataset: xr.Dataset) -> Materialised:
+    """The chunks a mosaic stores as values, from its variables' ``encoding``."""
+    total = Materialised()
+    for variable in dataset.variables.values():
+        total.add(
+            Materialised(
+                int(variable.encoding.get("materialised_chunks", 0)),
+                int(variable.encoding.get("materialised_bytes", 0)),
+            )
+        )
+    return total
+
+
+__all__ = ["Materialised", "Reader", "materialised_in", "natural_cuts", "window"]

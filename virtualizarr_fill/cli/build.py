@@ -194,6 +194,7 @@ def _check_append_arguments(args: argparse.Namespace) -> None:
             ("--hdf5-option", args.hdf5_option),
             ("--overwrite", args.overwrite),
             ("--allow-gaps", args.allow_gaps),
+            ("--overlap", args.overlap),
         )
         if value
     ]
@@ -304,7 +305,11 @@ def _print_summary(
     names = [str(n) for n in dataset.variables]
     lines.append(f"  arrays:    {len(names)}")
     lines.extend(f"    {_array_summary(dataset, n)}" for n in names)
-    lines.append(f"  chunks:    {_chunk_count(dataset)} referenced")
+    from virtualizarr_fill.assemble.windows import materialised_in
+
+    stored = materialised_in(dataset)
+    as_values = f", {stored}" if stored.chunks else ""
+    lines.append(f"  chunks:    {_chunk_count(dataset)} referenced{as_values}")
     lines.append(f"  refusals:  {len(report.refusals)}")
     lines.extend(f"    {display(r.url)}: {r.name}: {r.reason}" for r in report.refusals)
     warned = list(dict.fromkeys([*parsed.warnings, *notes]))
