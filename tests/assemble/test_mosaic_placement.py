@@ -215,6 +215,7 @@ def test_snapped_mosaic_with_holes_reads_back_through_icechunk_and_kerchunk(
 def test_a_tile_cut_by_other_tiles_edges_is_refused_as_no_grid(tmp_path: Path) -> None:
     """Row 0 of one tile twice as wide above two tiles: the wide tile would have to be
     split inside its chunks."""
+    import rioxarray  # noqa: F401  (the .rio accessor)
     from rasterio.transform import from_origin
 
     tmp_path.mkdir(exist_ok=True)
@@ -234,8 +235,15 @@ def test_a_tile_cut_by_other_tiles_edges_is_refused_as_no_grid(tmp_path: Path) -
         ) as dst:  # fmt: skip
             dst.write(data[:, :, :width])
         paths.append(path)
-    with pytest.raises(IncompatibleArraysError, match=r"do not form a grid: .*wide.tif"):
+    with pytest.raises(IncompatibleArraysError, match=r"do not form a grid: .*wide.tif") as no:
         _mosaic(paths)
+    assert '--overlap first|last (overlap="first")' in str(no.value)
+    # what the message suggests: the wide tile cut inside its chunks, where the others meet
+    cut = _mosaic(paths, overlap="first")
+    assert cut.band_data.encoding["materialised_chunks"] > 0
+    merged, transform = rasterio_merge(paths)
+    np.testing.assert_array_equal(read_manifest_array(cut.band_data.data), merged)
+    assert cut.rio.transform() == transform
 
 
 def test_a_south_up_tile_is_refused_as_rasterio_merge_refuses_it(tmp_path: Path) -> None:

@@ -322,7 +322,9 @@ def layout(
             f"the tiles do not form a grid: the edges of other tiles cut {tile.part.url} "
             f"(rows {tile.row}-{tile.row + tile.height - 1}, columns "
             f"{tile.col}-{tile.col + tile.width - 1} of the mosaic); every row of tiles must "
-            "span the same x ranges and every column the same y ranges"
+            "span the same x ranges and every column the same y ranges, or cut the tiles "
+            'where they meet with --overlap first|last (overlap="first"), which stores the '
+            "chunks along the cuts as values"
         )
     result = Layout(
         transform, height, width, row_edges, col_edges, cells, overlap, covering, placed
