@@ -23,6 +23,7 @@ import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
+from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.chunk_grids import DimensionGrid
 from zarr.core.codec_pipeline import BatchedCodecPipeline
@@ -42,7 +43,6 @@ from virtualizarr_fill.codec_chains import (
 )
 from virtualizarr_fill.codec_chains.edge_handling import whole_row_axes
 from virtualizarr_fill.errors import IncompatibleArraysError
-from virtualizarr_fill.hdf5.array_context import chunk_spec, empty_manifest
 from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.manifests.array import FillManifestArray
 
@@ -149,7 +149,7 @@ def _encode(
     pipeline = BatchedCodecPipeline.from_codecs(codecs, batch_size=max(len(blocks), 1))  # type: ignore[arg-type]
     nd_buffer = default_buffer_prototype().nd_buffer
     batch = [
-        (nd_buffer.from_numpy_array(np.ascontiguousarray(v)), chunk_spec(array.metadata, v.shape))
+        (nd_buffer.from_numpy_array(np.ascontiguousarray(v)), _spec(array, v.shape))
         for v in blocks.values()
     ]
     try:
@@ -171,6 +171,17 @@ def _encode(
             )
         result[index] = data.to_bytes()
     return result
+
+
+def _spec(array: ManifestArray, shape: tuple[int, ...]) -> ArraySpec:
+    """What zarr's codecs know of one chunk of ``array`` of this shape."""
+    return ArraySpec(
+        shape=shape,
+        dtype=array.metadata.data_type,
+        fill_value=array.metadata.fill_value,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
 
 
 def _exact_chain(array: ManifestArray) -> tuple[Any, ...]:
@@ -215,7 +226,9 @@ def _materialised(
             "so the part of a chunk the overlap leaves cannot be stored exactly as values; "
             "cut the tiles on their chunk edges, or merge them with rasterio"
         ) from None
-    paths, offsets, lengths = empty_manifest(grid)
+    paths = np.empty(grid, dtype=np.dtypes.StringDType())  # all "": no chunk
+    offsets = np.zeros(grid, dtype=np.uint64)
+    lengths = np.zeros(grid, dtype=np.uint64)
     for index, data in inlined.items():
         paths[index] = INLINED_CHUNK_PATH
         lengths[index] = len(data)
