@@ -55,3 +55,15 @@ def test_overlap_with_concat_dim_is_a_usage_error(
     )  # fmt: skip
     assert code == EXIT_USAGE
     assert "--overlap" in _error_line(err)
+
+
+def test_overlap_with_append_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = overlapping_tiles(tmp_path / "tiles", 5)
+    code, _, err = _run(
+        capsys, "build", *paths, "--out", tmp_path / "m.icechunk", "--overlap", "first",
+        "--append",
+    )  # fmt: skip
+    assert code == EXIT_USAGE
+    assert "drop --overlap" in _error_line(err)
