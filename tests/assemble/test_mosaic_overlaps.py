@@ -280,3 +280,49 @@ def test_float_predictor_chunks_cut_short_are_refused_or_stored_as_values(
     assert result.band_data.shape == (1, 303, 303)
     assert_equals_rasterio_merge(result, paths, "first")
     assert result.band_data.encoding["materialised_chunks"] > 0
+
+
+@pytest.mark.parametrize("method", ["first", "last"])
+def test_overlaps_and_a_hole_equal_rasterio_merge(tmp_path: Path, method: str) -> None:
+    """3 x 3 tiles overlapping by 13 pixels, the centre one missing: the hole, cut
+    where its neighbours' chunks are, reads as nodata as rasterio fills it."""
+    from rasterio.transform import from_origin
+
+    tmp_path.mkdir(exist_ok=True)
+    rng = np.random.default_rng(5)
+    step = SIZE - 13
+    paths = []
+    for r in range(3):
+        for c in range(3):
+            if (r, c) == (1, 1):
+                continue
+            path = tmp_path / f"tile_{r}_{c}.tif"
+            with rasterio.open(
+                path, "w", driver="GTiff", width=SIZE, height=SIZE, count=1, dtype="uint8",
+                crs="EPSG:4326",
+                transform=from_origin(ORIGIN[0] + c * step * RES, ORIGIN[1] - r * step * RES,
+                                      RES, RES),
+                nodata=255, compress="deflate", tiled=True, blockxsize=BLOCK, blockysize=BLOCK,
+            ) as dst:  # fmt: skip
+                dst.write(rng.integers(0, 250, (1, SIZE, SIZE)).astype("uint8"))
+            paths.append(path)
+    random.Random(11).shuffle(paths)
+    with pytest.raises(IncompatibleArraysError, match="no tile covers"):
+        mosaic(paths, overlap=method)
+    result = mosaic(paths, overlap=method, allow_gaps=True)
+    assert_equals_rasterio_merge(result, paths, method)
+
+
+def test_without_nodata_first_refuses_zeros_rasterio_would_overwrite(tmp_path: Path) -> None:
+    """Tiles without nodata: rasterio.merge's "first" takes 0 as its nodata, so a 0 of
+    the winning tile inside an overlap is overwritten by the next tile; "last" copies
+    every pixel of each tile in turn."""
+    paths = overlapping_tiles(tmp_path, 13, nodata=None)  # values 0-249: zeros included
+    first = merged(paths, "first")[0]
+    with pytest.raises(IncompatibleArraysError, match=r'rasterio.merge \(method="first"\) takes'):
+        mosaic(paths, overlap="first")
+    result = mosaic(paths, overlap="last")
+    np.testing.assert_array_equal(
+        read_manifest_array(result.band_data.data), merged(paths, "last")[0]
+    )
+    assert (first != read_manifest_array(mosaic(paths, overlap="last").band_data.data)).any()
