@@ -9,6 +9,12 @@ learns which chunk it decodes), so the chunks of a leading piece are *materialis
 read through zarr at build time (what the user's read gives), encoded with the tile's
 codec chain at their exact shape and inlined in the manifest. A chain that does not give
 back the values it encoded (a lossy codec such as JPEG) is refused rather than stored.
+
+Along the rows of a floating-point predictor (TIFF predictor 3) a chunk's leading part
+cannot be referenced either (the predictor shuffles each row into byte planes, so no
+edge codec can cut it), and such a piece is materialised too. Each window is chunked at
+every cut its row and column of the mosaic need (:func:`natural_cuts` of every window
+there), so that the windows concatenate.
 """
 
 from __future__ import annotations
