@@ -120,6 +120,27 @@ def test_mosaic_is_merged_on_the_cluster(
 
 
 @pytest.mark.usefixtures("binary_tree")
+@pytest.mark.parametrize("method", ["first", "last"])
+def test_overlapping_mosaic_merged_on_the_cluster_keeps_the_given_order(
+    tmp_path: Path, client: Any, method: str
+) -> None:
+    """The tree merge keeps the tiles in the order given, which decides the overlaps."""
+    from tests.assemble.test_mosaic_overlaps import merged as merged_with
+    from tests.assemble.test_mosaic_overlaps import overlapping_tiles
+
+    paths = overlapping_tiles(tmp_path, 13)
+    mosaic, tasks = _tasks_run(
+        client,
+        lambda: virtualizarr_fill.open_virtual_mosaic(
+            _urls(paths), REGISTRY, overlap=method, executor=client
+        ),
+    )
+    assert any(t.startswith("merge_collectors") for t in tasks)
+    expected, _, _ = merged_with(paths, method)
+    np.testing.assert_array_equal(read_manifest_array(mosaic.band_data.data), expected)
+
+
+@pytest.mark.usefixtures("binary_tree")
 def test_a_file_that_differs_is_refused_through_the_tree(tmp_path: Path, client: Any) -> None:
     paths = _georeferenced_strips(tmp_path, 8, shuffle=False)
     odd_dir = tmp_path / "odd"

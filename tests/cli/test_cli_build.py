@@ -80,9 +80,9 @@ def test_mosaic_of_shuffled_tiles_equals_rasterio_merge(
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        ("gap", r"gap along"),
+        ("gap", r"no tile covers rows 0-47, columns 64-127 of the mosaic"),
         ("overlap", r"overlap"),
-        ("crs", r"different coordinate reference systems"),
+        ("crs", r"tile_1_2.tif is in another coordinate reference system"),
     ],
 )
 def test_mosaic_refuses_bad_tile_sets_in_one_line(
@@ -114,15 +114,11 @@ def test_mosaic_with_gaps_allowed_reads_fill_where_tiles_are_missing(
     code, _, err = _run(capsys, "build", *paths, "--out", repo, "--allow-gaps")
     assert code == EXIT_OK, err
     ds = virtualizarr_fill.open_icechunk(repo, mask_and_scale=False)
-    merged, _ = rasterio_merge(paths)  # rasterio fills the gap with nodata (0)
-    # rasterio's merge spans the gap; the virtual mosaic holds the tiles' columns only
-    x_merged = ds["x"].values
-    import rasterio
-
-    with rasterio.open(sorted(paths)[0]) as first:
-        left = first.transform.c
-    columns = np.round((x_merged - left - 5.0) / 10.0).astype(int)
-    np.testing.assert_array_equal(ds["band_data"].values, merged[:, :, columns])
+    merged, transform = rasterio_merge(paths)  # rasterio fills the gap with nodata (0)
+    # the virtual mosaic spans the gap too, its missing chunks read as the fill value
+    assert ds["band_data"].shape == merged.shape
+    np.testing.assert_array_equal(ds["band_data"].values, merged)
+    assert ds.rio.transform() == transform
 
 
 # --------------------------------------------------------------------------- series

@@ -21,6 +21,7 @@ import xarray as xr
 from virtualizarr_fill.assemble.collecting import Collector, collect
 from virtualizarr_fill.assemble.mosaic import X, Y, combine_tiles, tile_grid
 from virtualizarr_fill.assemble.parts import FilePart, dropped_attributes
+from virtualizarr_fill.assemble.placement import Overlap
 from virtualizarr_fill.assemble.series import combine_parts, order_parts
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ def open_virtual_mosaic(
     parser: Callable[..., Any] | None = None,
     *,
     allow_gaps: bool = False,
+    overlap: Overlap | None = None,
     on_fill_conflict: OnFillConflict = "error",
     executor: Executor | Client | None = None,
 ) -> xr.Dataset:
@@ -134,6 +136,13 @@ def open_virtual_mosaic(
         The TIFF parser to use (default ``TIFFParser()``).
     allow_gaps
         Accept tiles that do not abut (the rows and columns must still form a grid).
+    overlap
+        Which tile a part that tiles overlap takes, as ``rasterio.merge.merge``'s
+        ``method``: ``"first"``, the tile given earliest, or ``"last"``, the one given
+        latest; None (default) refuses overlaps. Where the kept part of a tile starts
+        inside a stored chunk, that chunk is read and stored as values (counted in the
+        variable's ``encoding["materialised_chunks"]``). Refused where rasterio would
+        fill the winning tile's nodata pixels from another tile.
     on_fill_conflict
         Tiles whose nodata values differ: ``"error"`` (default), or combine them the way
         :func:`virtualizarr_fill.fill_conflicts` says.
@@ -151,8 +160,9 @@ def open_virtual_mosaic(
     Raises
     ------
     virtualizarr_fill.IncompatibleArraysError
-        Tiles in different CRSs or resolutions, off one pixel grid, overlapping, leaving
-        gaps, not forming a grid, or with different bands or data types, naming them.
+        Tiles in different CRSs or resolutions, off one pixel grid, overlapping (without
+        ``overlap``), leaving gaps, not forming a grid, or with different bands or data
+        types, naming them.
     """
     if parser is None:
         from virtualizarr_fill.tiff import TIFFParser
@@ -164,9 +174,9 @@ def open_virtual_mosaic(
     collector = collect(
         urls, registry, parser, executor, Collector([Y, X], new_dim=False, decode_times=None)
     )
-    grid = tile_grid(collector.parts, allow_gaps=allow_gaps)
+    grid = tile_grid(collector.parts, allow_gaps=allow_gaps, overlap=overlap)
     with fill_rule(on_fill_conflict):
-        return combine_tiles(collector.template(), grid)
+        return combine_tiles(collector.template(), grid, registry)
 
 
 __all__ = [

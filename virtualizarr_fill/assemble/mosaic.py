@@ -1,147 +1,251 @@
-"""GeoTIFF tiles placed on one grid by their georeferencing.
+"""GeoTIFF tiles combined into one virtual mosaic, placed as :mod:`.placement` says.
 
-The tiles' ``x`` and ``y`` coordinates (pixel centres, from each file's transform, as
-rioxarray builds them) say where each tile goes: tiles sharing ``y`` values form a row,
-rows are ordered by ``y`` in the direction of the first tile's (north up: decreasing),
-tiles within a row by ``x``. The tiles must form a full grid in which every row has the
-same columns and every column the same rows (edge tiles may be narrower or shorter), with
-one CRS, one resolution and one pixel grid, and no gaps or overlaps; anything else is
-refused with a message naming the tiles, as ``gdalbuildvrt`` users would want it refused
-rather than silently misplaced. The result is the dataset of the top-left tile (its
-``spatial_ref`` and transform give the mosaic's origin) with every variable along ``y``
-and ``x`` combined: the values and transform equal ``rasterio.merge.merge`` of the same
-tiles.
+Every variable along ``y`` and ``x`` becomes one array: the cells of the layout (each a
+tile's array, or, for a hole, an array of the same chunking with no chunks, which reads
+as the fill value: the nodata rasterio fills holes with) concatenated along ``x`` row by
+row, the rows along ``y``. The ``x`` and ``y`` coordinates are the pixel centres of the
+mosaic's transform (rioxarray's floating-point operations), and the ``spatial_ref``
+variable is the top-left tile's with the mosaic's GeoTransform: values, transform and
+nodata equal ``rasterio.merge.merge`` of the same tiles.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
-from virtualizarr.manifests import ManifestArray
+from virtualizarr.manifests import ChunkManifest, ManifestArray
+from zarr.core.chunk_grids import FixedDimension
 
+from virtualizarr_fill.assemble.overlaps import check_overlaps, read_window, tile_bounds
 from virtualizarr_fill.assemble.parts import FilePart, common_attributes
-from virtualizarr_fill.assemble.series import assembled, leading, order_parts, whole_chunk
+from virtualizarr_fill.assemble.placement import (
+    AFFINE,
+    GRID_MAPPING,
+    Layout,
+    Overlap,
+    Placed,
+    X,
+    Y,
+    layout,
+)
+from virtualizarr_fill.assemble.series import assembled, leading, whole_chunk
+from virtualizarr_fill.assemble.windows import Materialised, natural_cuts, window
+from virtualizarr_fill.chunk_grids import (
+    chunk_grid,
+    codec_edges,
+    dimension_from_edges,
+    grid_metadata,
+)
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill.conflicts import combining_variable
-
-X, Y = "x", "y"
-GRID_MAPPING = "spatial_ref"
+from virtualizarr_fill.manifests.array import FillManifestArray
 
 
-def _crs(part: FilePart) -> Any:
-    attributes = part.var_attrs.get(GRID_MAPPING)
-    if attributes is None:
-        return None
-    return attributes.get("crs_wkt", attributes.get("spatial_ref"))
+def tile_grid(
+    parts: Sequence[FilePart], *, allow_gaps: bool = False, overlap: Overlap | None = None
+) -> Layout:
+    """The tiles placed on the mosaic's grid (see :mod:`.placement`)."""
+    return layout(parts, allow_gaps=allow_gaps, overlap=overlap)
 
 
-def _check_tiles(parts: Sequence[FilePart]) -> None:
-    reference = parts[0]
-    for part in parts:
-        missing = [d for d in (X, Y) if d not in part.coords]
-        if missing:
-            raise IncompatibleArraysError(
-                f"{part.url}: no {' or '.join(missing)} coordinate; a mosaic needs "
-                "georeferenced images (a GeoTransform or tie points)"
-            )
-    crs = _crs(reference)
-    for part in parts[1:]:
-        if _crs(part) != crs:
-            raise IncompatibleArraysError(
-                f"{part.url} and {reference.url} have different coordinate reference "
-                "systems; reproject the tiles to one CRS first"
-            )
-    for axis in (X, Y):
-        steps = {}
-        for part in parts:
-            values = np.asarray(part.coords[axis].values)
-            if values.size > 1:
-                steps[part.url] = float(values[1] - values[0])
-        if len({round(s, 9) for s in steps.values()}) > 1:
-            listed = ", ".join(f"{url}: {step:g}" for url, step in list(steps.items())[:4])
-            raise IncompatibleArraysError(
-                f"the tiles have different resolutions along {axis!r} ({listed}); "
-                "resample them to one resolution first"
-            )
+def pixel_centres(transform: AFFINE, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """x and y of the pixel centres, with rioxarray's floating-point operations (as the
+    TIFF parser computes each tile's)."""
+    a, b, c, d, e, f = transform
+    x = np.arange(width, dtype=np.float64)
+    x *= a
+    x += 0.0 * b
+    x += a * 0.5 + b * 0.5 + c
+    y = np.arange(height, dtype=np.float64)
+    y *= e
+    y += 0.0 * d
+    y += d * 0.5 + e * 0.5 + f
+    return x, y
 
 
-def _key(values: np.ndarray) -> tuple[Any, ...]:
-    return tuple(np.asarray(values).tolist())
+def gdal_geotransform(transform: AFFINE) -> str:
+    """GDAL's GeoTransform string ``"c a b f d e"`` (as rioxarray writes it)."""
+    a, b, c, d, e, f = transform
+    return " ".join(repr(float(v)) for v in (c, a, b, f, d, e))
 
 
-def tile_grid(parts: Sequence[FilePart], *, allow_gaps: bool = False) -> list[list[FilePart]]:
-    """The tiles as rows (top to bottom) of columns (left to right); see the module."""
-    _check_tiles(parts)
-    rows: dict[tuple[Any, ...], list[FilePart]] = {}
-    for part in parts:
-        rows.setdefault(_key(part.coords[Y].values), []).append(part)
-    row_heads = order_parts([row[0] for row in rows.values()], Y, allow_gaps=allow_gaps)
-    grid: list[list[FilePart]] = []
-    columns: list[tuple[Any, ...]] | None = None
-    for head in row_heads:
-        row = order_parts(rows[_key(head.coords[Y].values)], X, allow_gaps=allow_gaps)
-        keys = [_key(part.coords[X].values) for part in row]
-        if len(set(keys)) != len(keys):
-            same = [p.url for p, k in zip(row, keys, strict=True) if keys.count(k) > 1]
-            raise IncompatibleArraysError(f"tiles overlap: {', '.join(same[:4])}")
-        if columns is None:
-            columns = keys
-        elif keys != columns:
-            raise IncompatibleArraysError(
-                f"the tiles do not form a grid: the row of {head.url} has other columns than "
-                f"the row of {grid[0][0].url} (every row must span the same x ranges)"
-            )
-        grid.append(row)
-    return grid
+def _hole(
+    name: str, dims: tuple[str, ...], grid: Layout, i: int, j: int, donor: ManifestArray
+) -> FillManifestArray:
+    """An array without chunks for the hole at cell ``(i, j)``: chunked along ``y`` as
+    the tiles of its row and along ``x`` as those of its column, so that it concatenates
+    with them (where the whole row or column is a hole, in the donor's chunk length)."""
+    row = next((t for t in (grid.cell(i, k) for k in range(len(grid.col_edges) - 1)) if t), None)
+    col = next((t for t in (grid.cell(k, j) for k in range(len(grid.row_edges) - 1)) if t), None)
+    shape = list(donor.shape)
+    dimensions = list(chunk_grid(donor.metadata).dimensions)
+    for axis, tile, edges, index in ((Y, row, grid.row_edges, i), (X, col, grid.col_edges, j)):
+        if axis not in dims:
+            continue
+        position = dims.index(axis)
+        length = edges[index + 1] - edges[index]
+        shape[position] = length
+        if tile is not None:
+            dimensions[position] = chunk_grid(tile.part.arrays[name].metadata).dimensions[position]
+        else:
+            chunk = codec_edges(dimensions[position])[0]
+            dimensions[position] = FixedDimension(size=chunk, extent=length)
+    metadata = dataclasses.replace(
+        donor.metadata, shape=tuple(shape), chunk_grid=grid_metadata(dimensions)
+    )
+    empty = ChunkManifest(entries={}, shape=chunk_grid(metadata).grid_shape)
+    return FillManifestArray(metadata=metadata, chunkmanifest=empty)
 
 
-def combine_tiles(template: xr.Dataset, grid: Sequence[Sequence[FilePart]]) -> xr.Dataset:
-    """The mosaic of ``grid`` (rows of tiles; ``template`` the top-left tile's dataset)."""
-    parts = [part for row in grid for part in row]
+def _cells_cut(
+    key: str, dims: tuple[str, ...], grid: Layout, registry: Any, count: Materialised
+) -> list[list[ManifestArray]]:
+    """The cells of a mosaic of overlapping tiles, each the window of its tile (or a
+    hole), chunked along ``y`` at every chunk edge of its row of cells and along ``x``
+    at every one of its column, so that they concatenate (see :mod:`.windows`)."""
+    grid = grid.merged()
+    rows, cols = len(grid.row_edges) - 1, len(grid.col_edges) - 1
+    y_cuts: list[set[int]] = [{grid.row_edges[i], grid.row_edges[i + 1]} for i in range(rows)]
+    x_cuts: list[set[int]] = [{grid.col_edges[j], grid.col_edges[j + 1]} for j in range(cols)]
+    for (i, j), tile in grid.cells.items():
+        array = tile.part.arrays[key]
+        bounds = _bounds(tile, key, dims, grid, i, j)
+        for axis, dim in enumerate(dims):
+            if dim == Y:
+                cut = natural_cuts(array, axis, *bounds[axis])
+                y_cuts[i].update(c + tile.row for c in cut)
+            elif dim == X:
+                cut = natural_cuts(array, axis, *bounds[axis])
+                x_cuts[j].update(c + tile.col for c in cut)
+    donor = grid.placed[0].part.arrays[key]
+    result = []
+    for i in range(rows if Y in dims else 1):
+        row: list[ManifestArray] = []
+        for j in range(cols if X in dims else 1):
+            cell = grid.cell(i, j)
+            shift = {Y: cell.row, X: cell.col} if cell is not None else {Y: 0, X: 0}
+            array = donor if cell is None else cell.part.arrays[key]
+            cuts = []
+            for axis, dim in enumerate(dims):
+                if dim in (X, Y):
+                    edges = y_cuts[i] if dim == Y else x_cuts[j]
+                    cuts.append(sorted(c - shift[dim] for c in edges))
+                else:
+                    cuts.append(natural_cuts(array, axis, 0, array.shape[axis]))
+            if cell is None:
+                row.append(_empty(donor, cuts))
+                continue
+            part, counted = window(
+                array, cuts, functools.partial(read_window, array, registry),
+                f"{cell.part.url}: {key!r}",
+            )  # fmt: skip
+            count.add(counted)
+            row.append(part)
+        result.append(row)
+    return result
+
+
+def _bounds(
+    tile: Placed, key: str, dims: tuple[str, ...], grid: Layout, i: int, j: int
+) -> list[tuple[int, int]]:
+    """The window of the tile that cell ``(i, j)`` takes, in the tile's pixels."""
+    rows = (grid.row_edges[i], grid.row_edges[i + 1])
+    cols = (grid.col_edges[j], grid.col_edges[j + 1])
+    return tile_bounds(tile, dims, tile.part.arrays[key].shape, rows, cols)
+
+
+def _empty(donor: ManifestArray, cuts: list[list[int]]) -> FillManifestArray:
+    """A hole among overlapping tiles: no chunks, chunked at ``cuts``."""
+    dimensions = [dimension_from_edges(np.diff(c).tolist(), c[-1] - c[0]) for c in cuts]
+    metadata = dataclasses.replace(
+        donor.metadata,
+        shape=tuple(c[-1] - c[0] for c in cuts),
+        chunk_grid=grid_metadata(dimensions),
+    )
+    empty = ChunkManifest(entries={}, shape=chunk_grid(metadata).grid_shape)
+    return FillManifestArray(metadata=metadata, chunkmanifest=empty)
+
+
+def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> xr.Dataset:
+    """The mosaic of the tiles in ``grid`` (``template``: the first tile's dataset;
+    ``registry``: resolves the tiles' URLs, to read the windows of overlapping tiles).
+
+    Where tiles overlap inside a chunk, the number of chunks stored as values is in the
+    ``encoding`` of each variable, as ``"materialised_chunks"`` and
+    ``"materialised_bytes"``.
+    """
+    tiles = list({id(t): t for t in (grid.cells[key] for key in sorted(grid.cells))}.values())
+    parts = [tile.part for tile in tiles]
+    top_left = parts[0]
+    rows, cols = len(grid.row_edges) - 1, len(grid.col_edges) - 1
+    x_values, y_values = pixel_centres(grid.transform, grid.height, grid.width)
     variables: dict[Hashable, xr.Variable] = {}
     dropped: dict[str, set[Hashable]] = {}
     for name, variable in template.variables.items():
         key = str(name)
-        along = [d for d in (Y, X) if d in variable.dims]
-        if not along:
-            variables[name] = leading(grid[0][0], key, variable)
-            continue
-        if isinstance(variable.data, ManifestArray):
-            rows: list[list[Any]] = [[part.arrays[key] for part in row] for row in grid]
-            data: Any
-            with combining_variable(key):
-                if X in variable.dims:
-                    x_axis = variable.dims.index(X)
-                    rows = [[np.concatenate(row, axis=x_axis)] for row in rows]  # type: ignore[arg-type]
-                else:
-                    rows = [[row[0]] for row in rows]
-                if Y in variable.dims:
-                    data = np.concatenate([row[0] for row in rows], axis=variable.dims.index(Y))  # type: ignore[arg-type]
-                else:
-                    data = rows[0][0]
+        dims = tuple(str(d) for d in variable.dims)
+        if key in (X, Y):
+            values = x_values if key == X else y_values
+            coordinate = top_left.coords[key]
             attrs = common_attributes(
-                [part.var_attrs[key] for part in parts], dropped.setdefault(key, set())
-            )
-        elif key in (X, Y):
-            pieces = grid[0] if key == X else [row[0] for row in grid]
-            data = np.concatenate([part.coords[key].values for part in pieces])
-            attrs = common_attributes(
-                [part.coords[key].attrs for part in pieces], dropped.setdefault(key, set())
+                [part.coords[key].attrs for part in parts], dropped.setdefault(key, set())
             )
             variables[name] = xr.Variable(
-                variable.dims, data, attrs, whole_chunk(pieces[0].coords[key], len(data))
+                variable.dims, values, attrs, whole_chunk(coordinate, len(values))
             )
             continue
-        else:
+        if X not in dims and Y not in dims:
+            variables[name] = leading(top_left, key, variable)
+            if key == GRID_MAPPING:
+                attrs = {**variables[name].attrs, "GeoTransform": gdal_geotransform(grid.transform)}
+                variables[name].attrs = attrs
+            continue
+        if not isinstance(variable.data, ManifestArray):
             raise IncompatibleArraysError(
                 f"{name!r} is loaded in memory and is not the x or y coordinate; a mosaic "
                 "cannot combine it"
             )
-        variables[name] = xr.Variable(variable.dims, data, attrs, dict(variable.encoding))
+        donor = top_left.arrays[key]
+        data: Any
+        count = Materialised()
+        if grid.covering:
+            check_overlaps(grid, key, dims, donor.shape, registry, grid.placed[0])
+        with combining_variable(key):
+            row_arrays = []
+            if grid.overlap is not None:
+                layout_cells = _cells_cut(key, dims, grid, registry, count)
+            else:
+                layout_cells = [
+                    [
+                        tile.part.arrays[key]
+                        if (tile := grid.cell(i, j)) is not None
+                        else _hole(key, dims, grid, i, j, donor)
+                        for j in range(cols if X in dims else 1)
+                    ]
+                    for i in range(rows if Y in dims else 1)
+                ]
+            for cells in layout_cells:
+                row_arrays.append(
+                    np.concatenate(cells, axis=dims.index(X)) if len(cells) > 1 else cells[0]  # type: ignore[arg-type]
+                )
+            data = (
+                np.concatenate(row_arrays, axis=dims.index(Y))  # type: ignore[arg-type]
+                if len(row_arrays) > 1
+                else row_arrays[0]
+            )
+        attrs = common_attributes(
+            [part.var_attrs[key] for part in parts], dropped.setdefault(key, set())
+        )
+        encoding = dict(variable.encoding)
+        if count.chunks:
+            encoding.update(materialised_chunks=count.chunks, materialised_bytes=count.nbytes)
+        variables[name] = xr.Variable(variable.dims, data, attrs, encoding)
     return assembled(template, variables, parts, dropped)
 
 
-__all__ = ["combine_tiles", "tile_grid"]
+__all__ = ["X", "Y", "combine_tiles", "tile_grid"]

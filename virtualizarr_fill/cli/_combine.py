@@ -45,6 +45,8 @@ class Plan:
     allow_gaps: bool = False
     on_fill_conflict: str = "error"
     scenes: bool = False
+    #: Which tile a mosaic's overlap takes (``--overlap``), None to refuse overlaps.
+    overlap: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, files: int) -> Plan:
@@ -52,7 +54,13 @@ class Plan:
             "allow_gaps": args.allow_gaps,
             "on_fill_conflict": args.on_fill_conflict,
             "scenes": getattr(args, "time_from", None) is not None,
+            "overlap": getattr(args, "overlap", None),
         }
+        if options["overlap"] and args.concat_dim:
+            raise CliError(
+                "--overlap says which tile a mosaic's overlap takes; drop it with --concat-dim",
+                EXIT_USAGE,
+            )
         if args.mosaic:
             if args.concat_dim or args.new_dim:
                 raise CliError("--mosaic places tiles along y and x; drop --concat-dim", EXIT_USAGE)
@@ -199,7 +207,11 @@ class Combination:
         plan = self.plan
         with combining(self.label), fill_rule(plan.on_fill_conflict):  # type: ignore[arg-type]
             if plan.mode == "mosaic":
-                return combine_tiles(template, tile_grid(parts, allow_gaps=plan.allow_gaps))
+                from virtualizarr_fill.cli._inputs import registry_for
+
+                grid = tile_grid(parts, allow_gaps=plan.allow_gaps, overlap=plan.overlap)  # type: ignore[arg-type]
+                registry = registry_for([p.url for p in parts]) if plan.overlap else None
+                return combine_tiles(template, grid, registry)
             assert plan.dim is not None
             if plan.mode == "series":
                 parts = order_parts(parts, plan.dim, allow_gaps=plan.gaps_allowed)

@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept files (or tiles) that do not abut; missing parts read as the fill value",
     )
     build.add_argument(
+        "--overlap",
+        choices=("first", "last"),
+        help="mosaic tiles that overlap: take the overlap from the tile given first or last "
+        "(rasterio.merge's methods); by default overlaps are refused",
+    )
+    build.add_argument(
         "--out",
         required=True,
         metavar="DEST",

@@ -139,8 +139,11 @@ def _store_selection(
     return tuple(selection)
 
 
-def compare(native: NativeVariable, stored: Any, placement: Placement) -> Comparison:
-    """Compare a native variable with the store's (an xarray Variable read lazily)."""
+def compare(
+    native: NativeVariable, stored: Any, placement: Placement, tolerance: float = 0.0
+) -> Comparison:
+    """Compare a native variable with the store's (an xarray Variable read lazily);
+    numbers within ``tolerance`` are equal (a mosaic's snapped x and y)."""
     result = Comparison()
     store_dims = tuple(str(d) for d in stored.dims)
     extra = [d for d in native.dims if d not in store_dims]
@@ -167,6 +170,8 @@ def compare(native: NativeVariable, stored: Any, placement: Placement) -> Compar
             result.problem = f"block {where}: store shape {ours.shape}, native {theirs.shape}"
             return result
         different = differences(ours, theirs)
+        if tolerance:
+            different &= ~(np.abs(ours.astype(np.float64) - theirs) <= tolerance)
         count = int(np.count_nonzero(different))
         if count and not result.first:
             local = iter(int(i) for i in np.argwhere(different)[0])

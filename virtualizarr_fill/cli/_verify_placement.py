@@ -29,6 +29,7 @@ from virtualizarr_fill.cli._errors import EXIT_USAGE, CliError
 from virtualizarr_fill.cli._inputs import display
 
 __all__ = [
+    "SNAPPED_FRACTION",
     "CombinedOrder",
     "Misplaced",
     "Placement",
@@ -73,6 +74,11 @@ class CombinedOrder:
             return None
 
 
+#: The fraction of a pixel within which a mosaic tile's x and y match the store's: the
+#: build snaps tiles less than half a pixel off the mosaic's grid onto it.
+SNAPPED_FRACTION = 0.499
+
+
 def _spacing(values: np.ndarray) -> float:
     if values.size < 2:
         return 0.0
@@ -93,19 +99,22 @@ def _describe(values: np.ndarray) -> str:
     return f"{first}" if values.size == 1 else f"{first} .. {last}"
 
 
-def locate_run(dim: str, store: np.ndarray, file: np.ndarray) -> int:
+def locate_run(dim: str, store: np.ndarray, file: np.ndarray, snapped: bool = False) -> int:
     """The index where ``file``'s coordinate values start as a contiguous run of
     ``store``'s; :class:`Misplaced` when there is no such run.
 
     Floating-point values match within a millionth of the file's spacing (coordinates a
-    different program computed from the same georeferencing differ in the last digits).
+    different program computed from the same georeferencing differ in the last digits);
+    ``snapped`` (the x and y of a mosaic, whose tiles are snapped to its grid) within
+    less than half the spacing.
     """
     if file.size == 0:
         return 0
     tolerance = 0.0
     if file.dtype.kind in "fc" and store.dtype.kind in "fc":
         scale = float(np.max(np.abs(file)))
-        tolerance = max(1e-6 * max(_spacing(file), _spacing(store)), 1e-12 * scale)
+        fraction = SNAPPED_FRACTION if snapped else 1e-6
+        tolerance = max(fraction * max(_spacing(file), _spacing(store)), 1e-12 * scale)
     starts = np.flatnonzero(_matches(store, file[:1], tolerance))
     partial: tuple[int, int] | None = None
     for start in starts.tolist():
@@ -177,6 +186,7 @@ def place(
     store_coordinate: Any,
     order: CombinedOrder,
     all_sizes: SizesOf,
+    snapped: frozenset[str] = frozenset(),
 ) -> Placement:
     """Where the file lies (see the module docstring).
 
@@ -194,6 +204,9 @@ def place(
     order, all_sizes
         The order the files were combined in, and the dimension lengths of a file in it
         (for dimensions without coordinate values).
+    snapped
+        Dimensions whose coordinate values match within half their spacing (the x and y
+        of a mosaic).
 
     Raises
     ------
@@ -212,7 +225,9 @@ def place(
         stored = store_coordinate(dim)
         ours = file_coords.get(dim)
         if stored is not None and ours is not None:
-            offset = locate_run(dim, np.asarray(stored), np.asarray(ours.values))
+            offset = locate_run(
+                dim, np.asarray(stored), np.asarray(ours.values), snapped=dim in snapped
+            )
         elif size == length:
             offset = 0
         else:

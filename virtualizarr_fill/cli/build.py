@@ -194,6 +194,7 @@ def _check_append_arguments(args: argparse.Namespace) -> None:
             ("--hdf5-option", args.hdf5_option),
             ("--overwrite", args.overwrite),
             ("--allow-gaps", args.allow_gaps),
+            ("--overlap", args.overlap),
         )
         if value
     ]
@@ -336,8 +337,12 @@ def _print_summary(
     lines.append(f"  files:     {len(parsed.used)} virtualized, {len(parsed.skipped)} skipped")
     lines.append(f"  arrays:    {len(arrays)}")
     lines.extend(f"    {line}" for line in arrays)
+    from virtualizarr_fill.assemble.windows import materialised_in
+
+    stored = materialised_in(dataset)
     added = " by the appended files" if appended else ""
-    lines.append(f"  chunks:    {_chunk_count(dataset)} referenced{added}")
+    as_values = f", {stored}" if stored.chunks else ""
+    lines.append(f"  chunks:    {_chunk_count(dataset)} referenced{added}{as_values}")
     from virtualizarr_fill.codecs.reader_packages import reader_requirement
 
     codecs = {n: dataset.variables[n].data.metadata.codecs for n in virtual_names(dataset)}

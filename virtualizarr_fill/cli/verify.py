@@ -37,6 +37,7 @@ from virtualizarr_fill.cli._verify_compare import (
     packed_in_float32,
 )
 from virtualizarr_fill.cli._verify_placement import (
+    SNAPPED_FRACTION,
     CombinedOrder,
     Misplaced,
     Placement,
@@ -221,6 +222,7 @@ def _plan(
                     level.coordinate,
                     order,
                     sizes,
+                    snapped=_snapped(store),
                 )
             except Misplaced as misplaced:
                 report.problem(file.url, f"{prefix}{misplaced}")
@@ -234,6 +236,25 @@ def _plan(
 
 
 # --------------------------------------------------------------------------- comparing
+
+
+def _snapped(store: VerifiedStore) -> frozenset[str]:
+    """The dimensions whose coordinates the build snapped to a grid: a mosaic's."""
+    mosaic = store.record is not None and store.record.mode == "mosaic"
+    return frozenset({"x", "y"}) if mosaic else frozenset()
+
+
+def _tolerance(store: VerifiedStore, task: _Task, native: Any) -> float:
+    """How far a mosaic's x or y may be from a tile's own: under half a pixel (the
+    build snaps tiles onto the mosaic's grid); nothing for any other variable."""
+    import numpy as np
+
+    if task.name not in _snapped(store):
+        return 0.0
+    values = np.asarray(native.read(tuple(slice(None) for _ in native.shape)), dtype=np.float64)
+    if values.size < 2:
+        return 0.0
+    return SNAPPED_FRACTION * float(np.median(np.abs(np.diff(values))))
 
 
 def _native_options(file: _File, level: StoreLevel, store: VerifiedStore) -> dict[str, Any]:
@@ -292,7 +313,9 @@ def _compare_level(tasks: Sequence[_Task], store: VerifiedStore, report: _Report
                         raw_stored = task.level.raw.variables[task.name]
                         comparison = compare(raw, raw_stored, task.placement)
                 else:
-                    comparison = compare(variable, stored, task.placement)
+                    comparison = compare(
+                        variable, stored, task.placement, _tolerance(store, task, variable)
+                    )
             except Exception as error:
                 comparison = Comparison(
                     unverified=f"could not compare ({type(error).__name__}: {error})"

@@ -162,6 +162,31 @@ def crop_stored_shape(codecs: Sequence[Any]) -> tuple[int, ...] | None:
     return None
 
 
+def whole_row_axes(codecs: Sequence[Any], ndim: int) -> frozenset[int]:
+    """The axes (array order) along which no edge codec can cut a chunk short: those of
+    the rows a floating-point predictor (TIFF predictor 3) shuffles into byte planes,
+    whose leading values are not the leading stored bytes."""
+    from virtualizarr_fill.codecs.tiff_predictor import TiffPredictorCodec
+
+    for codec in codecs:
+        predictor, axis = None, None
+        if isinstance(codec, TiffPredictorCodec):
+            predictor, axis = codec.predictor, codec.axis
+        elif isinstance(codec, Mapping) and codec.get("name") == "virtualizarr_fill.tiff_predictor":
+            configuration = codec.get("configuration", {})
+            predictor, axis = configuration.get("predictor"), configuration.get("axis", -1)
+        if predictor == 3 and axis is not None:
+            storage_axes = range(ndim + int(axis), ndim)
+            order = _array_order_of_axes(codecs, ndim)
+            return frozenset(order[a] for a in storage_axes)
+    return frozenset()
+
+
+def _array_order_of_axes(codecs: Sequence[Any], ndim: int) -> tuple[int, ...]:
+    """For each storage-order axis, the array axis it is."""
+    return storage_order_shape(codecs, range(ndim))
+
+
 def _array_bytes_index(codecs: Sequence[CodecLike]) -> int:
     for i, codec in enumerate(codecs):
         if issubclass(_codec_class(codec), ArrayBytesCodec):

@@ -19,6 +19,7 @@ from zarr.core.chunk_grids import DimensionGrid
 
 from virtualizarr_fill.chunk_grids import codec_edges
 from virtualizarr_fill.codec_chains import EdgeHandling, decide_edge_handling, insert_edge_codec
+from virtualizarr_fill.codec_chains.edge_handling import whole_row_axes
 from virtualizarr_fill.concat.inputs import Describe, InputProfile, describe_codecs, name_inputs
 from virtualizarr_fill.errors import IncompatibleArraysError
 
@@ -78,6 +79,7 @@ def _needs_of(
     ``("crop", stored shape)`` requirements.
     """
     own, own_crop, base = profile.own, profile.own_crop, profile.base_codecs
+    whole_rows = whole_row_axes(base, len(per_axis_pairs))
     outcome: list[tuple[str, tuple[int, ...] | None]] = []
     if own is EdgeHandling.TRUNCATE:
         outcome.append(("truncate", None))
@@ -94,6 +96,14 @@ def _needs_of(
             raise IncompatibleArraysError(
                 f"cannot combine {describe_input()}: its chunks of shape {stored_as} would be "
                 f"read as {read_as}, larger than stored"
+            )
+        cut = [axis for axis in whole_rows if read_as[axis] != stored_as[axis]]
+        if cut:
+            raise IncompatibleArraysError(
+                f"cannot combine {describe_input()}: its chunks of shape {stored_as} would be "
+                f"read as {read_as}, cut along axis {cut[0]}, whose rows its floating-point "
+                "predictor (TIFF predictor 3) stores as shuffled byte planes: no edge codec "
+                "can cut them exactly"
             )
         if own is EdgeHandling.NONE:
             handling = decide_edge_handling(base, read_as, stored_as)
