@@ -22,6 +22,7 @@ from typing import Any
 import netCDF4
 import numpy as np
 import pytest
+import rasterio.merge
 import xarray as xr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
@@ -45,6 +46,7 @@ _NOT_SUGGESTIONS = {
     ("manifests/array.py", "chunks"): "ManifestArray repr",
     ("tiff/file_layouts.py", "page"): "a variable label, band_data[page=N]",
     ("manifests/array.py", "axis"): "np.concatenate's axis, which the message refuses",
+    ("stac/open.py", "join"): "matches xarray's alignment error, not a message of ours",
 }
 
 #: Functions outside this package whose keywords messages suggest.
@@ -52,6 +54,7 @@ _EXTERNAL: list[Callable[..., Any]] = [
     xr.open_dataset,
     xr.Dataset.to_netcdf,
     np.concatenate,
+    rasterio.merge.merge,
 ]
 
 
