@@ -79,6 +79,24 @@ def _unlimited_size(member: DatasetNode) -> int:
     return size
 
 
+def _length_disagreement(
+    dimension: Dimension, axis: int, size: int, shape: Sequence[int]
+) -> str:
+    """Why a dataset whose own dataspace disagrees with its dimension is skipped.
+
+    The dataset's shape is its dataspace's, never a dimension scale's: netCDF readers
+    would give the variable the dimension's length and read past, or short of, what the
+    dataset holds. Only a dataset extensible along an unlimited dimension may be shorter
+    than the dimension (h5netcdf and netCDF-C pad it with the fill value).
+    """
+    kind = "unlimited dimension" if dimension.unlimited else "dimension"
+    return (
+        f"its length {size} along axis {axis} differs from the length {dimension.size} of "
+        f"its {kind} {dimension.name!r} (a corrupt dataspace or dimension scale; h5py reads "
+        f"shape {tuple(int(s) for s in shape)})"
+    )
+
+
 def _report_axes(member: DatasetNode, problem: str) -> None:
     """A DIMENSION_LIST that cannot be followed: reported; the axes it does not name
     get dimensions by h5netcdf's rules for unlabelled axes."""
@@ -200,10 +218,19 @@ class DimensionNamer:
         is_variable = not member.facts.dimension_only
         dims = self._lookup(node, member, shape)
         visible = self._visible(node)
-        padded = tuple(
-            max(s, visible[d].size) if d in visible else s for d, s in zip(dims, shape, strict=True)
-        )
-        return VariableDims(name, dims, padded, is_variable)
+        maxshape = dataset.maxshape or (None,) * len(shape)
+        padded = []
+        for axis, (dim, size) in enumerate(zip(dims, shape, strict=True)):
+            dimension = visible.get(dim)
+            if dimension is None or dimension.size == size:
+                padded.append(size)
+            elif dimension.unlimited and maxshape[axis] is None and size < dimension.size:
+                padded.append(dimension.size)  # h5netcdf pads it with the fill value
+            else:
+                if member.problem is None:
+                    member.problem = _length_disagreement(dimension, axis, size, shape)
+                padded.append(size)
+        return VariableDims(name, dims, tuple(padded), is_variable)
 
     def _lookup(
         self, node: GroupNode, member: DatasetNode, shape: Sequence[int]
