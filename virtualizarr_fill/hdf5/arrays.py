@@ -110,9 +110,7 @@ def build_array(
         path_of=context.object_path,
         vlen=context.vlen_attribute,
     )
-    fill_problem, fill_message = fill_message_problem(
-        dataset, context, target.path or dataset.name
-    )
+    fill_problem, fill_message = fill_message_problem(dataset, context, target.path or dataset.name)
     if fill_problem is not None:
         raise DatasetRefused("corrupt", fill_problem)
     stored = StoredDataset(dataset, dtype, dcpl, plan, target, context)

@@ -79,9 +79,7 @@ def _unlimited_size(member: DatasetNode) -> int:
     return size
 
 
-def _length_disagreement(
-    dimension: Dimension, axis: int, size: int, shape: Sequence[int]
-) -> str:
+def _length_disagreement(dimension: Dimension, axis: int, size: int, shape: Sequence[int]) -> str:
     """Why a dataset whose own dataspace disagrees with its dimension is skipped.
 
     The dataset's shape is its dataspace's, never a dimension scale's: netCDF readers
