@@ -199,6 +199,38 @@ def test_unlimited_dimension_still_pads_shorter_variables(tmp_path: Path) -> Non
     assert arrays["short"].tolist() == expected.tolist() == [0, 1, 2, 3, -9, -9]
 
 
+def test_unlimited_dimension_length_ignores_a_fixed_dataset_it_references(
+    tmp_path: Path,
+) -> None:
+    """A scale's REFERENCE_LIST naming a dataset that is not extensible (and does not
+    name the scale back) does not lengthen the unlimited dimension: 'time' and 'v'
+    keep h5py's 6 values rather than 9 padded ones."""
+    path = tmp_path / "reflist.h5"
+    with h5py.File(path, "w") as f:
+        time = f.create_dataset("time", data=np.arange(6.0), maxshape=(None,), chunks=(6,))
+        time.make_scale("time")
+        v = f.create_dataset("v", data=np.arange(6, dtype="<i4"), maxshape=(None,), chunks=(6,))
+        v.dims[0].attach_scale(time)
+        other = f.create_dataset("other", data=np.arange(9, dtype="<i4"))
+        other.dims[0].attach_scale(time)
+        del other.attrs["DIMENSION_LIST"]
+    _equal_or_refused(path, {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        HDF5Parser()(_url(path), EVERYTHING)
+    assert any(
+        "attribute 'REFERENCE_LIST' of dataset '/time': entry 1 names a dataset not "
+        "extensible along axis 0" in str(w.message)
+        for w in caught
+    ), [str(w.message) for w in caught]
+    arrays, _ = _parse(path)
+    assert {name: a.shape for name, a in arrays.items()} == {
+        "time": (6,),
+        "v": (6,),
+        "other": (9,),
+    }
+
+
 def test_verify_does_not_call_a_skipped_variable_equal(
     netcdf_dims: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,7 +14,13 @@ phony_dims="sort")``, so this module follows h5netcdf's reading rules:
   the same length already defined in the group count), numbered across the whole file
   in group order after all real dimensions seen so far (h5netcdf's "sort" mode);
 * a dimension whose scale is unlimited has the length of its longest variable, and
-  h5netcdf pads shorter variables with the fill value; the virtual array does too.
+  h5netcdf pads shorter variables with the fill value; the virtual array does too
+  (for datasets extensible along it: a reference to one that is not is reported and
+  not counted).
+
+A dataset's shape is its own dataspace's, never a dimension's: a dataset whose length
+along a dimension differs from the dimension's (other than a shorter dataset extensible
+along an unlimited dimension) is marked (:attr:`DatasetNode.problem`) and skipped.
 
 The whole file is walked from the root (as h5netcdf does) even when one group is
 selected, because phony numbering depends on every group before it.
@@ -59,7 +65,9 @@ from virtualizarr_fill.hdf5.nodes import (
 def _unlimited_size(member: DatasetNode) -> int:
     """h5netcdf: an unlimited dimension is as long as its longest attached variable.
     References that cannot be followed are reported (the length then comes from the
-    others)."""
+    others), and so are references to datasets that are not extensible along the
+    referenced axis: netCDF-C makes every variable of an unlimited dimension extensible
+    along it, and a dataset's length never comes from another one's."""
     dataset = member.dataset
     size = int(dataset.shape[0])
     references = member.reference_list()
@@ -73,9 +81,19 @@ def _unlimited_size(member: DatasetNode) -> int:
             reference, axis = entry
             # the low-level identifier is enough for a shape, and far cheaper
             target = h5py.h5r.dereference(reference, file.id)
-            size = max(size, int(target.shape[axis]))
+            length = int(target.shape[axis])
+            extensible = target.get_space().get_simple_extent_dims(True)[axis] == h5py.h5s.UNLIMITED
         except Exception as exc:  # dangling reference
             _report(member, "REFERENCE_LIST", f"entry {number} does not resolve ({exc})")
+            continue
+        if not extensible:
+            _report(
+                member,
+                "REFERENCE_LIST",
+                f"entry {number} names a dataset not extensible along axis {axis}",
+            )
+            continue
+        size = max(size, length)
     return size
 
 
