@@ -130,7 +130,8 @@ _FEW_SEGMENTS = 1024
 def _sparse_and_beyond(
     table: SegmentTable, offsets: np.ndarray, lengths: np.ndarray, file_size: int
 ) -> tuple[np.ndarray | None, int | None]:
-    """The sparse segments (offset or byte count 0; None when there are none) and the
+    """The sparse segments (byte count 0; an offset 0 holding bytes was refused by
+    :func:`as_gdal_reads`; None when there are none) and the
     flat index of the first stored segment ending past the end of the file (or None)."""
     listed_offsets, listed_lengths = table.dataoffsets, table.databytecounts
     if (
