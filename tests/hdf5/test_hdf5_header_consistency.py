@@ -11,8 +11,11 @@ dataset and the problem. The classes:
 
 * a variable's dataspace that disagrees with its dimension scale (the dataset's own
   dataspace length edited, or the scale's), fixed-size and chunked;
-* an N-bit datatype whose N-bit filter is removed from the pipeline (filter count
-  1 -> 0), and the N-bit filter removed from a full-precision type (stored as is);
+* an N-bit datatype whose N-bit filter is removed from the pipeline (the pipeline
+  message turned into a null message), and the N-bit filter removed from a
+  full-precision type (stored as is);
+* a filter count edited so that it no longer matches the filters of the pipeline
+  message (2 -> 1, 2 -> 0, 1 -> 0, 1 -> 2, 33), version 1 and 2 messages;
 * fill-value messages with a value size other than the datatype's, undefined write
   times, flags or bytes of another version, on datasets without storage; and datasets
   without storage whose fill time is "never" (values undefined).
@@ -268,13 +271,26 @@ def _nbit_file(path: Path, libver: str) -> Path:
     return path
 
 
-def _filter_count(s: H5Structure, header: int) -> int:
+def _filter_count(s: H5Structure, header: int, count: int = 1) -> int:
+    """The position of the filter count of the pipeline message in ``header``."""
     start, size = _message_pos(s, header, FILTERS)
     fields = [
         f.pos for f in s.fields if f.label == "filter count" and start <= f.pos < start + size
     ]
-    assert len(fields) == 1 and s.data[fields[0]] == 1
+    assert len(fields) == 1 and s.data[fields[0]] == count
     return fields[0]
+
+
+def _without_pipeline(source: Path, out: Path, name: str) -> Path:
+    """``source`` with dataset ``name``'s filter pipeline message turned into a null
+    message (type 0): a header as written without the filter."""
+    s = hdf5_structure(str(source))
+    header = _header(source, name)
+    start, _ = _message_pos(s, header, FILTERS)
+    if s.data[header : header + 4] == b"OHDR":
+        assert not s.data[header + 5] & 0x04  # no creation order: a 4-byte message header
+        return _patched(source, out, [(start - 4, 0, 1)])
+    return _patched(source, out, [(start - 8, 0, 2)])
 
 
 @pytest.mark.parametrize("libver", ["earliest", "latest"])
@@ -284,9 +300,7 @@ def test_nbit_datatype_without_its_filter_is_refused(
 ) -> None:
     source = _nbit_file(tmp_path / f"nbit_{libver}.h5", libver)
     clean = _equal_or_refused(source, {"full": "unsupported HDF5 filter 'nbit'"})
-    s = hdf5_structure(str(source))
-    pos = _filter_count(s, _header(source, name))
-    path = _patched(source, tmp_path / f"{name}_no_filter.h5", [(pos, 0, 1)])
+    path = _without_pipeline(source, tmp_path / f"{name}_no_filter.h5", name)
     native = _equal_or_refused(path, {"full": "unsupported HDF5 filter 'nbit'", name: ""})
     _, skipped = _parse(path)
     if libver == "earliest":
@@ -304,13 +318,60 @@ def test_nbit_filter_removed_from_a_full_precision_type(tmp_path: Path) -> None:
     """The N-bit filter stores a type without padding bits as it is: without the filter
     the chunks read the same, in h5py and in the virtual array."""
     source = _nbit_file(tmp_path / "nbit.h5", "earliest")
-    s = hdf5_structure(str(source))
-    pos = _filter_count(s, _header(source, "full"))
-    path = _patched(source, tmp_path / "full_no_filter.h5", [(pos, 0, 1)])
+    path = _without_pipeline(source, tmp_path / "full_no_filter.h5", "full")
     native = _equal_or_refused(path, {})
     arrays, _ = _parse(path)
     assert np.array_equal(arrays["full"], native["full"])
     assert native["full"][1] == 370_001 - 3_000_000
+
+
+# ------------------------------------------------------------------ filter pipeline counts
+
+
+def _shuffled_file(path: Path, libver: str) -> Path:
+    """Shuffle + deflate, deflate alone, and no filter (a 4-byte integer type whose
+    values deflate: a chunk read without one of its filters is not its values)."""
+    values = (np.arange(60, dtype="<i4") * 1_000_003).reshape(6, 10)
+    with h5py.File(path, "w", libver=libver) as f:
+        f.create_dataset("shuffled", data=values, chunks=(3, 5), shuffle=True, compression=4)
+        f.create_dataset("deflated", data=values, chunks=(3, 5), compression=4)
+        f.create_dataset("plain", data=values, chunks=(3, 5))
+    return path
+
+
+#: (dataset, filter count as written, as edited, reason)
+COUNT_EDITS = [
+    ("shuffled", 2, 1, "a filter count of 1 covers"),
+    ("shuffled", 2, 0, "a filter count of 0 covers"),
+    ("deflated", 1, 0, "a filter count of 0 covers"),
+    # libhdf5 refuses to open these two itself
+    ("deflated", 1, 2, "ran off end of input buffer while decoding"),
+    ("shuffled", 2, 33, "filter pipeline message has too many filters"),
+]
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+@pytest.mark.parametrize(
+    ("name", "count", "edited", "reason"),
+    COUNT_EDITS,
+    ids=[f"{e[0]}-{e[1]}-to-{e[2]}" for e in COUNT_EDITS],
+)
+def test_filter_count_that_does_not_match_the_filters_is_refused(
+    tmp_path: Path, libver: str, name: str, count: int, edited: int, reason: str
+) -> None:
+    """A pipeline message whose filter count is edited: libhdf5 decodes that many
+    filters and ignores the rest, and h5py reads the chunks through another pipeline
+    than they were written with (garbage, an error or a crash of libhdf5). The
+    dataset is refused; the others read as h5py reads them."""
+    source = _shuffled_file(tmp_path / f"shuffled_{libver}.h5", libver)
+    clean = _equal_or_refused(source, {})
+    s = hdf5_structure(str(source))
+    pos = _filter_count(s, _header(source, name), count)
+    path = _patched(source, tmp_path / "edited.h5", [(pos, edited, 1)])
+    _equal_or_refused(path, {name: reason})
+    arrays, _ = _parse(path)
+    assert set(arrays) == {"shuffled", "deflated", "plain"} - {name}
+    assert np.array_equal(arrays["plain"], clean["plain"])
 
 
 # ------------------------------------------------------------------- fill-value messages
@@ -329,6 +390,8 @@ def _fill_file(path: Path, libver: str) -> Path:
 FILL_EDITS = [
     ("value size 2", "earliest", 2, (4, 4, 2), "version 2: a 2-byte value for a 4-byte datatype"),
     ("value size 2", "latest", 3, (2, 4, 2), "version 3: a 2-byte value for a 4-byte datatype"),
+    # h5py fails to read it ("invalid combination of fill-value info")
+    ("value size 0", "latest", 3, (2, 4, 0), "the 'has a value' flag with a 0-byte value"),
     ("write time 3", "earliest", 2, (2, 1, 3), "undefined fill-value write time 3"),
     ("write time 3", "latest", 3, (1, 1, lambda v: v | 0x0C), "undefined fill-value write time 3"),
     # libhdf5 refuses these two itself

@@ -62,6 +62,7 @@ from virtualizarr_fill.hdf5.filters import (
     read_pipeline,
 )
 from virtualizarr_fill.hdf5.materialise import encode_pending, materialised_manifest
+from virtualizarr_fill.hdf5.pipeline_checks import pipeline_message_problem
 from virtualizarr_fill.hdf5.virtual import build_virtual_array
 from virtualizarr_fill.manifests import FillManifestArray
 
@@ -113,6 +114,9 @@ def build_array(
     fill_problem, fill_message = fill_message_problem(dataset, context, target.path or dataset.name)
     if fill_problem is not None:
         raise DatasetRefused("corrupt", fill_problem)
+    pipeline_problem = pipeline_message_problem(dataset, context, target.path or dataset.name)
+    if pipeline_problem is not None:
+        raise DatasetRefused("corrupt", pipeline_problem)
     stored = StoredDataset(dataset, dtype, dcpl, plan, target, context)
     stored.fill_message = fill_message
     if dcpl.get_layout() == h5py.h5d.VIRTUAL:

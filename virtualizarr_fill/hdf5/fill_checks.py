@@ -22,14 +22,14 @@ from virtualizarr_fill.hdf5.format.fill_value_message import (
     FillValueMessage,
     fill_value_problem,
 )
+from virtualizarr_fill.hdf5.format.object_storage import ObjectStorage
 
 
-def fill_message_problem(
+def header_messages(
     dataset: h5py.Dataset, context: ArrayContext, name: str
-) -> tuple[str | None, FillValueMessage | None]:
-    """Why the fill-value messages of ``dataset`` (reported as ``name``) are corrupt
-    (None: sound), and its decoded fill-value message (None: absent, shared, or the
-    header not at hand)."""
+) -> tuple[ObjectStorage | None, int | None]:
+    """The checked object header of ``dataset`` (reported as ``name``; None: not at
+    hand) and its datatype's size in bytes (None: a size libhdf5 does not report)."""
     checks = context.checks(context.url)
     if checks is None:
         return None, None
@@ -43,6 +43,18 @@ def fill_message_problem(
         return None, None
     storage = checks.object(address, f"dataset {name!r}")
     if storage.messages is None:
+        return None, None
+    return storage, datatype_size
+
+
+def fill_message_problem(
+    dataset: h5py.Dataset, context: ArrayContext, name: str
+) -> tuple[str | None, FillValueMessage | None]:
+    """Why the fill-value messages of ``dataset`` (reported as ``name``) are corrupt
+    (None: sound), and its decoded fill-value message (None: absent, shared, or the
+    header not at hand)."""
+    storage, datatype_size = header_messages(dataset, context, name)
+    if storage is None or storage.messages is None:
         return None, None
     return fill_value_problem(storage.messages, datatype_size, storage.shared_types)
 
@@ -62,4 +74,4 @@ def undefined_values_problem(message: FillValueMessage | None, stored: bool) -> 
     return None
 
 
-__all__ = ["fill_message_problem", "undefined_values_problem"]
+__all__ = ["fill_message_problem", "header_messages", "undefined_values_problem"]

@@ -12,7 +12,8 @@ Message") and says what is wrong with them:
 * a space allocation time (versions 1, 2) outside 0-3, a fill-value write time outside
   0-2, a "fill value defined" byte other than 0 or 1 (versions 1, 2), reserved flag
   bits set, or both "undefined" and "has a value" set (version 3);
-* a value whose size is neither 0 nor the datatype's size;
+* a value whose size is neither 0 nor the datatype's size, or (version 3) a value of 0
+  bytes where the flags say there is one;
 * fields that do not fill the message (its stored length, less the padding to 8 bytes
   that version 1 object headers add): the bytes were written as another version.
 
@@ -91,6 +92,9 @@ def decode_fill_value_message(data: bytes, datatype_size: int | None) -> FillVal
             raise CorruptFillValueMessage(f"version {version}: cut off before its size")
         size = uint(data, at, 4)
         at += 4 + size
+        if version == 3 and size == 0:
+            # libhdf5 refuses every read of it ("invalid combination of fill-value info").
+            raise CorruptFillValueMessage("version 3: the 'has a value' flag with a 0-byte value")
     _check_value(size, datatype_size, at, len(data), f"version {version}")
     return FillValueMessage(version, fill_time, bool(defined), size)
 
