@@ -38,7 +38,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,10 @@ BUG_CRASH = "BUG: crash"
 BUG_TIMEOUT = "BUG: timeout"
 BUG_MEMORY = "BUG: memory"
 HARNESS_ERROR = "harness-error"  # the verdict code itself failed: not a finding
+#: The stage in which h5py (the native reader), not the project, runs: libhdf5 itself
+#: crashes or hangs on some headers the parser refuses or reads around. The parse is
+#: over by then, so such a verdict is the native reader's failure, not a crash of ours.
+NATIVE_STAGE = "native"
 OUTCOMES = (
     OK,
     REFUSED,
@@ -221,10 +225,17 @@ def verdict(
         result["stage"] = "read"
         if progress is not None:
             _emit(progress, {"stage": "read"})
-        compare_all = _compare_tiff if kind == "tiff" else _compare_hdf5
+
+        def note(stage: str) -> None:
+            if progress is not None:
+                _emit(progress, {"stage": stage})
+
         try:
             with _quiet():
-                arrays = compare_all(path, store)
+                if kind == "tiff":
+                    arrays = _compare_tiff(path, store)
+                else:
+                    arrays = _compare_hdf5(path, store, note)
         except Exception as error:
             arrays = [
                 {
@@ -265,6 +276,7 @@ def _array_entry(
     shape: tuple[int, ...],
     itemsize: int,
     chunks: float = 0.0,
+    note: Callable[[str], None] = lambda stage: None,
 ) -> dict[str, Any]:
     """Compare one array read through Zarr (``ours``) with ``read_native()``."""
     entry: dict[str, Any] = {"name": name, "shape": list(shape)}
@@ -276,10 +288,12 @@ def _array_entry(
         return entry
     native_error = ours_error = None
     got = native = None
+    note("read")
     try:
         got = np.asarray(ours[...])
     except Exception as error:
         ours_error = error
+    note(NATIVE_STAGE)
     try:
         native = read_native()
     except Exception as error:
@@ -466,13 +480,18 @@ def _raiser(error: Exception) -> Any:
     return fail
 
 
-def _compare_hdf5(path: str, store: Any) -> list[dict[str, Any]]:
+def _compare_hdf5(
+    path: str, store: Any, note: Callable[[str], None] = lambda stage: None
+) -> list[dict[str, Any]]:
+    """Compare every array of ``store`` with h5py's read of ``path``; ``note`` is told
+    each time h5py takes over (:data:`NATIVE_STAGE`) and hands back ("read")."""
     import h5py
     import zarr
 
     root = zarr.open_group(store, mode="r", zarr_format=3)
     entries = []
     with contextlib.ExitStack() as stack:
+        note(NATIVE_STAGE)
         try:
             f = stack.enter_context(_h5_open(path))
         except Exception as error:
@@ -485,6 +504,7 @@ def _compare_hdf5(path: str, store: Any) -> list[dict[str, Any]]:
                 if f is None:
                     read_native = _raiser(open_error)
                 else:
+                    note(NATIVE_STAGE)
                     try:
                         dataset = _h5_dataset(f, full)
                     except Exception as error:
@@ -503,6 +523,7 @@ def _compare_hdf5(path: str, store: Any) -> list[dict[str, Any]]:
                         shape,
                         array.dtype.itemsize,
                         _chunk_count(array),
+                        note,
                     )
                 )
     return entries
@@ -832,6 +853,8 @@ class FuzzWorker:
                 message = self._message(deadline)
             except TimeoutError:
                 self._kill()
+                if stage == NATIVE_STAGE:
+                    return _native_died(f"no answer from h5py within {timeout} s")
                 return {
                     "outcome": BUG_TIMEOUT,
                     "stage": stage,
@@ -841,6 +864,8 @@ class FuzzWorker:
                 returncode = self.process.wait()
                 tail = self._stderr_tail()
                 self._kill()
+                if stage == NATIVE_STAGE:
+                    return _native_died(f"h5py died ({_signal_name(returncode)})", tail)
                 return {
                     "outcome": BUG_CRASH,
                     "stage": stage,
@@ -863,6 +888,17 @@ class FuzzWorker:
         if message.get("rss_mb", 0) > self.rss_limit_mb:
             self._kill()  # a fresh process measures the next case's peak
         return message
+
+
+def _native_died(what: str, stderr: str = "") -> dict[str, Any]:
+    """The verdict when the native reader crashed or hung after the parse had finished
+    (the arrays compared before it are not reported: the process is gone)."""
+    return {
+        "outcome": NATIVE_FAILS,
+        "stage": NATIVE_STAGE,
+        "detail": f"native: {what} after the parse finished; ours parsed",
+        "stderr": stderr,
+    }
 
 
 if __name__ == "__main__":
