@@ -18,7 +18,9 @@ dataset and the problem. The classes:
   message (2 -> 1, 2 -> 0, 1 -> 0, 1 -> 2, 33), version 1 and 2 messages;
 * fill-value messages with a value size other than the datatype's, undefined write
   times, flags or bytes of another version, on datasets without storage; and datasets
-  without storage whose fill time is "never" (values undefined).
+  without storage whose fill time is "never" (values undefined);
+* a contiguous layout whose size is 0 while its address is defined (libhdf5 reads at
+  the address; variable-length strings read as empty before).
 """
 
 from __future__ import annotations
@@ -458,3 +460,43 @@ def test_verify_after_a_fill_value_refusal(
     out = capsys.readouterr().out
     assert code == EXIT_OK, out
     assert "verified 2 arrays of 1 files: all equal" in out, out
+
+
+# ------------------------------------------------------------------ contiguous layouts
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+@pytest.mark.parametrize("name", ["vlen", "fixed"])
+def test_contiguous_storage_of_size_zero_at_an_address_is_refused(
+    tmp_path: Path, libver: str, name: str
+) -> None:
+    """A contiguous layout whose size is edited to 0 while its address stays: libhdf5
+    reads the values at the address anyway. Variable-length strings were read as
+    if nothing was stored (empty strings where h5py reads the strings); the dataset
+    is refused, as a fixed-size one is."""
+    source = tmp_path / f"strings_{libver}.h5"
+    with h5py.File(source, "w", libver=libver) as f:
+        f.create_dataset("vlen", data=[f"string {i}" for i in range(5)], dtype=h5py.string_dtype())
+        f.create_dataset("fixed", data=np.arange(5, dtype="<i4"))
+        f.create_dataset("other", data=np.arange(3, dtype="<f8"))
+    strings = [f"string {i}" for i in range(5)]
+    s = hdf5_structure(str(source))
+    start, size = _message_pos(s, _header(source, name), 0x08)
+    fields = [
+        f for f in s.fields if f.label == "contiguous data size" and start <= f.pos < start + size
+    ]
+    assert len(fields) == 1 and s.u(fields[0].pos, fields[0].width) > 0
+    path = _patched(source, tmp_path / "edited.h5", [(fields[0].pos, 0, fields[0].width)])
+    with h5py.File(path, "r") as f:  # libhdf5 reads the values at the address anyway
+        assert [v.decode() for v in f["vlen"][()]] == strings
+        native = {key: f[key][()] for key in ("fixed", "other")}
+    arrays, skipped = _parse(path)
+    assert set(arrays) == {"vlen", "fixed", "other"} - {name}, skipped
+    (line,) = [m for m in skipped if f"dataset '/{name}' skipped" in m]
+    assert line.startswith(f"{_url(path)}: ") and "\n" not in line, line
+    assert "of 0 bytes: the layout message contradicts itself" in line, line
+    if "vlen" in arrays:
+        assert arrays["vlen"].tolist() == strings
+    for key in set(arrays) - {"vlen"}:
+        assert arrays[key].dtype == native[key].dtype
+        assert arrays[key].tobytes() == native[key].tobytes()

@@ -243,9 +243,19 @@ def _has_stored_values(ds: StoredDataset) -> bool:
             return bool(len(ds.table.sizes))
         return True  # the manifest builder lists the chunks (and refuses a bad index)
     try:
-        return bool(ds.dataset.id.get_storage_size() > 0)
+        size = ds.dataset.id.get_storage_size()
+        offset = ds.dataset.id.get_offset()
     except Exception:  # the manifest builders report what cannot be read
         return True
+    if size == 0 and offset is not None:
+        # libhdf5 reads from a defined address whatever the size says (h5py reads
+        # the values there); the layout message contradicts itself.
+        raise DatasetRefused(
+            "corrupt",
+            f"contiguous storage at byte {offset} of 0 bytes: the layout message "
+            "contradicts itself",
+        )
+    return bool(size > 0)
 
 
 def _build_virtual(ds: StoredDataset, attributes: dict[str, Any]) -> ManifestArray:
