@@ -500,3 +500,27 @@ def test_contiguous_storage_of_size_zero_at_an_address_is_refused(
     for key in set(arrays) - {"vlen"}:
         assert arrays[key].dtype == native[key].dtype
         assert arrays[key].tobytes() == native[key].tobytes()
+
+
+@pytest.mark.parametrize("libver", ["earliest", "latest"])
+@pytest.mark.parametrize("element_size", [1, 66, 1 + (1 << 24)])
+def test_shuffle_element_size_other_than_the_datatype_reads_as_h5py(
+    tmp_path: Path, libver: str, element_size: int
+) -> None:
+    """libhdf5 unshuffles with the element size stored in the pipeline, whatever the
+    datatype's (no transposition when it exceeds the chunk's bytes, the remainder
+    left in place): the virtual array's read failed; it now equals h5py's."""
+    source = _shuffled_file(tmp_path / f"shuffled_{libver}.h5", libver)
+    s = hdf5_structure(str(source))
+    start, _ = _message_pos(s, _header(source, "shuffled"), FILTERS)
+    at = start + (8 if s.data[start] == 1 else 2)
+    assert s.u(at, 2) == 2  # shuffle first
+    if s.data[start] == 1:  # id, name length, flags, value count, name, values
+        count_at, values_at = at + 6, at + 8 + s.u(at + 2, 2)
+    else:  # id, flags, value count, values
+        count_at, values_at = at + 4, at + 6
+    assert s.u(count_at, 2) == 1 and s.u(values_at, 4) == 4  # one value: the item size
+    path = _patched(source, tmp_path / "edited.h5", [(values_at, element_size, 4)])
+    native = _equal_or_refused(path, {})
+    arrays, _ = _parse(path)
+    assert arrays["shuffled"].tobytes() == native["shuffled"].tobytes()
