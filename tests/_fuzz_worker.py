@@ -588,16 +588,23 @@ def acceptable(result: dict[str, Any]) -> bool:
 
 
 #: How a chunk's decoded size mismatch reads in zarr's and this package's errors.
-_SIZE_MISMATCH = ("cannot reshape array of size", "decodes to", "ChunkSizeMismatchError")
+_SIZE_MISMATCH = (
+    "cannot reshape array of size",
+    "decodes to",
+    "ChunkSizeMismatchError",
+    # zarr's bytes codec viewing a decoded chunk whose length is not whole elements
+    "its size must be a divisor of the total size in bytes",
+)
 
 
 def reclassify_corrupt_data(
     result: dict[str, Any], original: str, ops: list[dict[str, Any]], kind: str
 ) -> dict[str, Any]:
     """``result`` as :data:`CORRUPT_DATA` when it is a read-time size mismatch and every
-    byte the mutation changed lies in a compressed segment of the first TIFF image of
-    ``original`` (the unmutated file); unchanged otherwise."""
-    if kind != "tiff" or result.get("outcome") != BUG_READ or not ops:
+    byte the mutation changed lies in a compressed segment of the first TIFF image, or
+    in a stored chunk of a filtered HDF5 dataset, of ``original`` (the unmutated file);
+    unchanged otherwise."""
+    if result.get("outcome") != BUG_READ or not ops:
         return result
     arrays = result.get("arrays") or []
     failing = [a for a in arrays if a.get("outcome") == BUG_READ]
@@ -605,10 +612,8 @@ def reclassify_corrupt_data(
         any(text in str(a.get("detail", "")) for text in _SIZE_MISMATCH) for a in failing
     ):
         return result
-    from tests._fuzz_mutations import tiff_structure
-
     try:
-        segments = tiff_structure(original).segments
+        segments = _compressed_ranges(original, kind)
     except Exception:
         return result
     for op in ops:
@@ -618,6 +623,30 @@ def reclassify_corrupt_data(
         if not any(start <= position < start + length for start, length in segments):
             return result
     return {**result, "outcome": CORRUPT_DATA, "was": BUG_READ}
+
+
+def _compressed_ranges(original: str, kind: str) -> list[tuple[int, int]]:
+    """(start, length) of the compressed data of ``original``: the segments of its first
+    TIFF image, or the stored chunks of its HDF5 datasets that have filters."""
+    if kind == "tiff":
+        from tests._fuzz_mutations import tiff_structure
+
+        return list(tiff_structure(original).segments)
+    if kind != "hdf5":
+        return []
+    import h5py
+
+    ranges: list[tuple[int, int]] = []
+
+    def visit(_: str, obj: Any) -> None:
+        if not isinstance(obj, h5py.Dataset) or not obj.chunks:
+            return
+        if obj.id.get_create_plist().get_nfilters():
+            obj.id.chunk_iter(lambda info: ranges.append((int(info.byte_offset), int(info.size))))
+
+    with _h5_open(original) as f:
+        f.visititems(visit)
+    return ranges
 
 
 # -- the worker process -------------------------------------------------------------------
