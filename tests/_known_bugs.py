@@ -494,6 +494,17 @@ FIXED_BUGS += (
         outcome=WRONG,
     ),
     KnownBug(
+        id="hdf5-shuffle-element-size-not-the-datatypes",
+        summary="a shuffle filter whose stored element size has a bit flipped (1 -> 16777217, "
+        "checksum restored): libhdf5 unshuffles with the stored size (nothing to transpose), "
+        "numcodecs' shuffle refused the buffer at read time",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/"
+        "test_byteshuffle_compressed_datasets_latest.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 1614, "bit": 0}, {"op": "checksum", "start": 1513, "end": 1793}),
+        outcome=READ_ERROR,
+    ),
+    KnownBug(
         id="hdf5-native-crash-counted-as-ours",
         summary="a group's dense attribute index whose record type is edited from 8 to 1 "
         "(checksum restored): the parser leaves the group's attributes out with a warning "
