@@ -1,26 +1,20 @@
 """Headers whose messages disagree with each other: refused, never misread.
 
 Each test writes a small file with netCDF4 (netCDF-C) or h5py, patches one header field
-found by parsing the file (``tests._fuzz_mutations.hdf5_structure`` maps object headers
-and their messages; the lookup3 checksum of an edited block is restored), and compares
-the parser with h5py reading the same bytes: every array the parser keeps equals
-h5py's, shape and values; a dataset whose answer h5py does not define (a dimension
-disagreeing with the dataspace, a chunk read together with the bytes after it, a fill
-value read from uninitialised memory) is skipped with one line naming the file, the
-dataset and the problem. The classes:
+found by parsing the file (``tests._hdf5_header_patch``: ``hdf5_structure`` maps object
+headers and their messages; the lookup3 checksum of an edited block is restored), and
+compares the parser with h5py reading the same bytes: every array the parser keeps
+equals h5py's, shape and values; a dataset whose answer h5py does not define (a
+dimension disagreeing with the dataspace, a fill value read from uninitialised memory)
+is skipped with one line naming the file, the dataset and the problem. The classes:
 
 * a variable's dataspace that disagrees with its dimension scale (the dataset's own
   dataspace length edited, or the scale's), fixed-size and chunked;
-* an N-bit datatype whose N-bit filter is removed from the pipeline (the pipeline
-  message turned into a null message), and the N-bit filter removed from a
-  full-precision type (stored as is);
-* a filter count edited so that it no longer matches the filters of the pipeline
-  message (2 -> 1, 2 -> 0, 1 -> 0, 1 -> 2, 33), version 1 and 2 messages;
 * fill-value messages with a value size other than the datatype's, undefined write
   times, flags or bytes of another version, on datasets without storage; and datasets
-  without storage whose fill time is "never" (values undefined);
-* a contiguous layout whose size is 0 while its address is defined (libhdf5 reads at
-  the address; variable-length strings read as empty before).
+  without storage whose fill time is "never" (values undefined).
+
+Filter pipelines and storage layouts are in ``test_hdf5_pipeline_headers.py``.
 """
 
 from __future__ import annotations
@@ -32,102 +26,23 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-import zarr
-from obspec_utils.registry import ObjectStoreRegistry
-from obstore.store import LocalStore
 
-from tests._fuzz_mutations import H5Structure, _put, apply_ops, hdf5_structure
+from tests._fuzz_mutations import hdf5_structure
+from tests._hdf5_header_patch import (
+    EVERYTHING,
+    FILL_VALUE,
+    _dataspace_dim,
+    _equal_or_refused,
+    _header,
+    _message_pos,
+    _parse,
+    _patched,
+    _url,
+)
 from virtualizarr_fill.cli import EXIT_OK, main
-from virtualizarr_fill.hdf5 import HDF5Parser, SkippedDatasetWarning
+from virtualizarr_fill.hdf5 import HDF5Parser
 
 netCDF4 = pytest.importorskip("netCDF4")
-
-EVERYTHING = ObjectStoreRegistry({"file:///": LocalStore("/")})
-DATASPACE, FILL_VALUE, FILTERS = 0x01, 0x05, 0x0B
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _url(path: Path) -> str:
-    return "file://" + str(path.resolve())
-
-
-def _header(path: Path, name: str) -> int:
-    """The absolute address of dataset ``name``'s object header."""
-    with h5py.File(path, "r") as f:
-        return int(h5py.h5o.get_info(f[name].id).addr)
-
-
-def _message_pos(s: H5Structure, header: int, kind: int) -> tuple[int, int]:
-    """(data position, size) of the message of type ``kind`` in the header at ``header``."""
-    found = [(m.data_pos, m.size) for m in s.messages if m.header == header and m.type == kind]
-    assert len(found) == 1, (header, kind, found)
-    return found[0]
-
-
-def _dataspace_dim(s: H5Structure, header: int, axis: int, maximum: bool = False) -> int:
-    """The position of a dataspace dimension (or maximum dimension) field."""
-    start, size = _message_pos(s, header, DATASPACE)
-    label = f"dataspace {'max ' if maximum else ''}dim {axis}"
-    fields = [f.pos for f in s.fields if f.label == label and start <= f.pos < start + size]
-    assert len(fields) == 1, (label, fields)
-    return fields[0]
-
-
-def _patched(source: Path, out: Path, edits: list[tuple[int, int, int]]) -> Path:
-    """``source`` with (position, value, width) edits, checksums restored."""
-    s = hdf5_structure(str(source))
-    ops: list[dict[str, Any]] = []
-    for pos, value, width in edits:
-        ops.append(_put(pos, value, width, "little"))
-        ops += s.checksum_fix(pos)
-    out.write_bytes(apply_ops(source.read_bytes(), ops))
-    return out
-
-
-def _h5py(path: Path) -> dict[str, Any]:
-    """Each dataset as h5py reads it: its values, or the error's text."""
-    found: dict[str, Any] = {}
-    with h5py.File(path, "r") as f:
-        for name in f:
-            try:
-                found[name] = np.asarray(f[name][()])
-            except Exception as exc:
-                found[name] = f"h5py error: {exc}"
-    return found
-
-
-def _parse(path: Path) -> tuple[dict[str, np.ndarray], list[str]]:
-    """The arrays the parser keeps, read back through zarr, and its skip messages."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        store = HDF5Parser()(_url(path), EVERYTHING)
-        root = zarr.open_group(store, mode="r", zarr_format=3)
-        arrays = {name: np.asarray(array[...]) for name, array in root.arrays()}
-    skipped = [str(w.message) for w in caught if isinstance(w.message, SkippedDatasetWarning)]
-    return arrays, skipped
-
-
-def _equal_or_refused(path: Path, refused: dict[str, str]) -> dict[str, Any]:
-    """Every array kept equals h5py's read (shape, dtype, bits); each dataset of
-    ``refused`` is skipped with one line naming the file, the dataset and the reason.
-    Returns h5py's reads."""
-    native = _h5py(path)
-    arrays, skipped = _parse(path)
-    for name, reason in refused.items():
-        assert name not in arrays, (name, arrays[name])
-        lines = [m for m in skipped if f"dataset '/{name}' skipped" in m]
-        assert len(lines) == 1, skipped
-        assert lines[0].startswith(f"{_url(path)}: ") and "\n" not in lines[0], lines[0]
-        assert reason in lines[0], lines[0]
-    for name, values in arrays.items():
-        expected = native[name]
-        assert not isinstance(expected, str), (name, expected)
-        assert values.shape == expected.shape, (name, values.shape, expected.shape)
-        assert values.dtype == expected.dtype, name
-        assert values.tobytes() == expected.tobytes(), name
-    return native
 
 
 # --------------------------------------------------------------------- dimension lengths
@@ -254,128 +169,6 @@ def test_verify_does_not_call_a_skipped_variable_equal(
     assert "verified 2 arrays of 1 files: all equal" in out, out
 
 
-# ---------------------------------------------------------------------- N-bit pipelines
-
-
-def _nbit_file(path: Path, libver: str) -> Path:
-    values = (np.arange(25) * 370_001 - 3_000_000).astype("<i4")
-    with h5py.File(path, "w", libver=libver) as f:
-        for name, precision, offset in (("full", 32, 0), ("n26", 26, 0), ("n26_at3", 26, 3)):
-            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-            dcpl.set_chunk((10,))
-            dcpl.set_filter(5, 1, ())  # N-bit
-            tid = h5py.h5t.STD_I32LE.copy()
-            tid.set_precision(precision)
-            tid.set_offset(offset)
-            space = h5py.h5s.create_simple((25,))
-            h5py.h5d.create(f.id, name.encode(), tid, space, dcpl=dcpl)
-            f[name][...] = values
-    return path
-
-
-def _filter_count(s: H5Structure, header: int, count: int = 1) -> int:
-    """The position of the filter count of the pipeline message in ``header``."""
-    start, size = _message_pos(s, header, FILTERS)
-    fields = [
-        f.pos for f in s.fields if f.label == "filter count" and start <= f.pos < start + size
-    ]
-    assert len(fields) == 1 and s.data[fields[0]] == count
-    return fields[0]
-
-
-def _without_pipeline(source: Path, out: Path, name: str) -> Path:
-    """``source`` with dataset ``name``'s filter pipeline message turned into a null
-    message (type 0): a header as written without the filter."""
-    s = hdf5_structure(str(source))
-    header = _header(source, name)
-    start, _ = _message_pos(s, header, FILTERS)
-    if s.data[header : header + 4] == b"OHDR":
-        assert not s.data[header + 5] & 0x04  # no creation order: a 4-byte message header
-        return _patched(source, out, [(start - 4, 0, 1)])
-    return _patched(source, out, [(start - 8, 0, 2)])
-
-
-@pytest.mark.parametrize("libver", ["earliest", "latest"])
-@pytest.mark.parametrize("name", ["n26", "n26_at3"])
-def test_nbit_datatype_without_its_filter_is_refused(
-    tmp_path: Path, libver: str, name: str
-) -> None:
-    source = _nbit_file(tmp_path / f"nbit_{libver}.h5", libver)
-    clean = _equal_or_refused(source, {"full": "unsupported HDF5 filter 'nbit'"})
-    path = _without_pipeline(source, tmp_path / f"{name}_no_filter.h5", name)
-    native = _equal_or_refused(path, {"full": "unsupported HDF5 filter 'nbit'", name: ""})
-    _, skipped = _parse(path)
-    if libver == "earliest":
-        # h5py reads each 33-byte packed chunk and the bytes after it as 40 bytes.
-        assert not np.array_equal(native[name], clean[name])
-        assert any(
-            f"'/{name}' skipped: its filter pipeline does not match its datatype (26-bit integer"
-            in m
-            and "chunks are stored in 33 bytes without a filter, not the 40" in m
-            for m in skipped
-        ), skipped
-
-
-def test_nbit_filter_removed_from_a_full_precision_type(tmp_path: Path) -> None:
-    """The N-bit filter stores a type without padding bits as it is: without the filter
-    the chunks read the same, in h5py and in the virtual array."""
-    source = _nbit_file(tmp_path / "nbit.h5", "earliest")
-    path = _without_pipeline(source, tmp_path / "full_no_filter.h5", "full")
-    native = _equal_or_refused(path, {})
-    arrays, _ = _parse(path)
-    assert np.array_equal(arrays["full"], native["full"])
-    assert native["full"][1] == 370_001 - 3_000_000
-
-
-# ------------------------------------------------------------------ filter pipeline counts
-
-
-def _shuffled_file(path: Path, libver: str) -> Path:
-    """Shuffle + deflate, deflate alone, and no filter (a 4-byte integer type whose
-    values deflate: a chunk read without one of its filters is not its values)."""
-    values = (np.arange(60, dtype="<i4") * 1_000_003).reshape(6, 10)
-    with h5py.File(path, "w", libver=libver) as f:
-        f.create_dataset("shuffled", data=values, chunks=(3, 5), shuffle=True, compression=4)
-        f.create_dataset("deflated", data=values, chunks=(3, 5), compression=4)
-        f.create_dataset("plain", data=values, chunks=(3, 5))
-    return path
-
-
-#: (dataset, filter count as written, as edited, reason)
-COUNT_EDITS = [
-    ("shuffled", 2, 1, "a filter count of 1 covers"),
-    ("shuffled", 2, 0, "a filter count of 0 covers"),
-    ("deflated", 1, 0, "a filter count of 0 covers"),
-    # libhdf5 refuses to open these two itself
-    ("deflated", 1, 2, "ran off end of input buffer while decoding"),
-    ("shuffled", 2, 33, "filter pipeline message has too many filters"),
-]
-
-
-@pytest.mark.parametrize("libver", ["earliest", "latest"])
-@pytest.mark.parametrize(
-    ("name", "count", "edited", "reason"),
-    COUNT_EDITS,
-    ids=[f"{e[0]}-{e[1]}-to-{e[2]}" for e in COUNT_EDITS],
-)
-def test_filter_count_that_does_not_match_the_filters_is_refused(
-    tmp_path: Path, libver: str, name: str, count: int, edited: int, reason: str
-) -> None:
-    """A pipeline message whose filter count is edited: libhdf5 decodes that many
-    filters and ignores the rest, and h5py reads the chunks through another pipeline
-    than they were written with (garbage, an error or a crash of libhdf5). The
-    dataset is refused; the others read as h5py reads them."""
-    source = _shuffled_file(tmp_path / f"shuffled_{libver}.h5", libver)
-    clean = _equal_or_refused(source, {})
-    s = hdf5_structure(str(source))
-    pos = _filter_count(s, _header(source, name), count)
-    path = _patched(source, tmp_path / "edited.h5", [(pos, edited, 1)])
-    _equal_or_refused(path, {name: reason})
-    arrays, _ = _parse(path)
-    assert set(arrays) == {"shuffled", "deflated", "plain"} - {name}
-    assert np.array_equal(arrays["plain"], clean["plain"])
-
-
 # ------------------------------------------------------------------- fill-value messages
 
 
@@ -460,67 +253,3 @@ def test_verify_after_a_fill_value_refusal(
     out = capsys.readouterr().out
     assert code == EXIT_OK, out
     assert "verified 2 arrays of 1 files: all equal" in out, out
-
-
-# ------------------------------------------------------------------ contiguous layouts
-
-
-@pytest.mark.parametrize("libver", ["earliest", "latest"])
-@pytest.mark.parametrize("name", ["vlen", "fixed"])
-def test_contiguous_storage_of_size_zero_at_an_address_is_refused(
-    tmp_path: Path, libver: str, name: str
-) -> None:
-    """A contiguous layout whose size is edited to 0 while its address stays: libhdf5
-    reads the values at the address anyway. Variable-length strings were read as
-    if nothing was stored (empty strings where h5py reads the strings); the dataset
-    is refused, as a fixed-size one is."""
-    source = tmp_path / f"strings_{libver}.h5"
-    with h5py.File(source, "w", libver=libver) as f:
-        f.create_dataset("vlen", data=[f"string {i}" for i in range(5)], dtype=h5py.string_dtype())
-        f.create_dataset("fixed", data=np.arange(5, dtype="<i4"))
-        f.create_dataset("other", data=np.arange(3, dtype="<f8"))
-    strings = [f"string {i}" for i in range(5)]
-    s = hdf5_structure(str(source))
-    start, size = _message_pos(s, _header(source, name), 0x08)
-    fields = [
-        f for f in s.fields if f.label == "contiguous data size" and start <= f.pos < start + size
-    ]
-    assert len(fields) == 1 and s.u(fields[0].pos, fields[0].width) > 0
-    path = _patched(source, tmp_path / "edited.h5", [(fields[0].pos, 0, fields[0].width)])
-    with h5py.File(path, "r") as f:  # libhdf5 reads the values at the address anyway
-        assert [v.decode() for v in f["vlen"][()]] == strings
-        native = {key: f[key][()] for key in ("fixed", "other")}
-    arrays, skipped = _parse(path)
-    assert set(arrays) == {"vlen", "fixed", "other"} - {name}, skipped
-    (line,) = [m for m in skipped if f"dataset '/{name}' skipped" in m]
-    assert line.startswith(f"{_url(path)}: ") and "\n" not in line, line
-    assert "of 0 bytes: the layout message contradicts itself" in line, line
-    if "vlen" in arrays:
-        assert arrays["vlen"].tolist() == strings
-    for key in set(arrays) - {"vlen"}:
-        assert arrays[key].dtype == native[key].dtype
-        assert arrays[key].tobytes() == native[key].tobytes()
-
-
-@pytest.mark.parametrize("libver", ["earliest", "latest"])
-@pytest.mark.parametrize("element_size", [1, 66, 1 + (1 << 24)])
-def test_shuffle_element_size_other_than_the_datatype_reads_as_h5py(
-    tmp_path: Path, libver: str, element_size: int
-) -> None:
-    """libhdf5 unshuffles with the element size stored in the pipeline, whatever the
-    datatype's (no transposition when it exceeds the chunk's bytes, the remainder
-    left in place): the virtual array's read failed; it now equals h5py's."""
-    source = _shuffled_file(tmp_path / f"shuffled_{libver}.h5", libver)
-    s = hdf5_structure(str(source))
-    start, _ = _message_pos(s, _header(source, "shuffled"), FILTERS)
-    at = start + (8 if s.data[start] == 1 else 2)
-    assert s.u(at, 2) == 2  # shuffle first
-    if s.data[start] == 1:  # id, name length, flags, value count, name, values
-        count_at, values_at = at + 6, at + 8 + s.u(at + 2, 2)
-    else:  # id, flags, value count, values
-        count_at, values_at = at + 4, at + 6
-    assert s.u(count_at, 2) == 1 and s.u(values_at, 4) == 4  # one value: the item size
-    path = _patched(source, tmp_path / "edited.h5", [(values_at, element_size, 4)])
-    native = _equal_or_refused(path, {})
-    arrays, _ = _parse(path)
-    assert arrays["shuffled"].tobytes() == native["shuffled"].tobytes()
