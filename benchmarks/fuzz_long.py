@@ -7,10 +7,19 @@ checksums restored) are judged by worker processes (``tests/_fuzz_worker.py``): 
 with the project's parser, read back, compare with tifffile/h5py on the same bytes. A
 crash, a hang or a memory blow-up costs one case, never the run.
 
-Prints the counts per outcome (and refusals per error class), then every distinct bug
-with the command that reproduces it; ``--json`` keeps all verdicts.
+The header classes of ``tests/_fuzz_header_mutations.py`` (fields that are valid alone
+but contradict each other: a Predictor on uncompressed data, bit depths an image codec
+cannot produce, zero segment offsets and byte counts, HDF5 dimension scales of another
+length than their dimension, fill-value message sizes and flags, filter counts) are mixed
+in, each as likely as one structural kind; ``--classes`` picks among them
+(``structural`` names the structural mix).
+
+Prints the counts per outcome (and refusals per error class) and per mutation class,
+then every distinct bug with the command that reproduces it; ``--json`` keeps all
+verdicts.
 
     python benchmarks/fuzz_long.py --minutes 10 --workers 2 --seed 0
+    python benchmarks/fuzz_long.py --minutes 12 --classes zero-segment,fill-value-message
 """
 
 from __future__ import annotations
@@ -32,10 +41,20 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from tests._fuzz_mutations import Mutation, RandomChooser, file_kind, mutate  # noqa: E402
+from tests._fuzz_header_mutations import HEADER_KINDS, header_mutation  # noqa: E402
+from tests._fuzz_mutations import (  # noqa: E402
+    HDF5_KINDS,
+    TIFF_KINDS,
+    Mutation,
+    RandomChooser,
+    file_kind,
+    mutate,
+)
 from tests._fuzz_worker import OUTCOMES, FuzzWorker, reclassify_corrupt_data  # noqa: E402
 
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+STRUCTURAL = "structural"
+ALL_CLASSES = (STRUCTURAL, *HEADER_KINDS["tiff"], *HEADER_KINDS["hdf5"])
 
 
 @dataclass
@@ -103,7 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-limit-mb", type=float, default=500.0)
     parser.add_argument("--json", type=Path, help="write every verdict here (JSON lines)")
     parser.add_argument("--save", type=Path, help="keep the mutated file of every bug here")
+    parser.add_argument(
+        "--classes",
+        default=",".join(ALL_CLASSES),
+        help="comma-separated mutation classes: 'structural' and/or "
+        + ", ".join(ALL_CLASSES[1:])
+        + " (default: all)",
+    )
     args = parser.parse_args(argv)
+    classes = [name.strip() for name in args.classes.split(",") if name.strip()]
+    unknown = sorted(set(classes) - set(ALL_CLASSES))
+    if unknown or not classes:
+        parser.error(f"unknown mutation classes {unknown}; choose from {', '.join(ALL_CLASSES)}")
 
     files = corpus_files(args.corpus, args.files, args.max_bytes)
     if not files:
@@ -198,10 +228,12 @@ def main(argv: list[str] | None = None) -> int:
             per_file[name] += 1
             source = args.corpus / name
             try:
-                mutation = mutate(str(source), name, chooser)
+                mutation = _mutation(str(source), name, kind, classes, chooser)
             except Exception as error:
                 print(f"skipping {name}: cannot map its structure ({error})", file=sys.stderr)
                 order.remove((name, kind))
+                continue
+            if mutation is None:
                 continue
             data = originals.setdefault(name, source.read_bytes())
             path = scratch / f"m{number}{source.suffix}"
@@ -216,6 +248,27 @@ def main(argv: list[str] | None = None) -> int:
         log.close()
     report(results, args)
     return 0
+
+
+def _mutation(
+    path: str, name: str, kind: str, classes: list[str], chooser: RandomChooser
+) -> Mutation | None:
+    """One mutation of a class drawn from ``classes``: the structural mix weighs as many
+    classes as it has kinds. None when the drawn class finds nothing to edit."""
+    structural = len(TIFF_KINDS if kind == "tiff" else HDF5_KINDS)
+    options = [c for c in classes if c == STRUCTURAL or c in HEADER_KINDS[kind]]
+    if not options:
+        return None
+    weighted = [c for c in options for _ in range(structural if c == STRUCTURAL else 1)]
+    chosen = chooser.choice(weighted)
+    if chosen == STRUCTURAL:
+        return mutate(path, name, chooser)
+    return header_mutation(path, name, chooser, chosen)
+
+
+def mutation_class(case: Case) -> str:
+    """The class a mutation's label names (a structural kind, or a header class)."""
+    return case.mutation.label.split(":", 1)[0]
 
 
 def report(results: list[tuple[Case, dict[str, Any]]], args: argparse.Namespace) -> None:
@@ -253,10 +306,17 @@ def report(results: list[tuple[Case, dict[str, Any]]], args: argparse.Namespace)
         unnamed = sum(1 for r in subset if r["outcome"] == "refused" and not r.get("names_file"))
         if unnamed:
             print(f"    refusals whose message does not name the file: {unnamed}")
-        kinds = collections.Counter(
-            c.mutation.label.split(":", 1)[0] for c, r in mutated if c.kind == kind
-        )
+        kinds = collections.Counter(mutation_class(c) for c, r in mutated if c.kind == kind)
         print("  mutation kinds: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+        header = [k for k in HEADER_KINDS[kind] if kinds[k]]
+        if header:
+            print("  header classes (outcome: count):")
+        for name in header:
+            outcomes = collections.Counter(
+                r["outcome"] for c, r in mutated if c.kind == kind and mutation_class(c) == name
+            )
+            line = ", ".join(f"{o} {outcomes[o]}" for o in OUTCOMES if outcomes[o])
+            print(f"    {name:24s} {kinds[name]:5d}: {line}")
     bugs: dict[str, list[tuple[Case, dict[str, Any]]]] = collections.defaultdict(list)
     findings: dict[str, list[tuple[Case, dict[str, Any]]]] = collections.defaultdict(list)
     for case, result in mutated:

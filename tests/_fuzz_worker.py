@@ -38,7 +38,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,11 @@ OK = "ok-exact"
 REFUSED = "refused"
 NATIVE_FAILS = "native-also-fails"
 TOO_LARGE = "too-large-to-compare"
-#: Values differ only because a segment has offset 0 or byte count 0 (but not both): the
-#: parser treats it as sparse (fill value), as GDAL does and the TIFF parser documents, while
-#: tifffile reads bytes there.
-SPARSE_CONVENTION = "sparse-convention"
+#: Values differ from tifffile's (or tifffile fails) on a header where the TIFF parser
+#: documents that it follows GDAL -- a zero segment offset or byte count (GDAL's sparse
+#: blocks, libtiff's estimate for an image's only strip), a Predictor with a compression
+#: whose libtiff codec ignores it -- and they equal what rasterio reads.
+GDAL_CONVENTION = "gdal-convention"
 #: Our read fails, naming the size mismatch, where the mutation changed only compressed
 #: segment bytes: the data no longer decodes to its rows. No parse can see that without
 #: decoding every segment; tifffile cuts or pads the output and returns values that are
@@ -66,12 +67,16 @@ BUG_CRASH = "BUG: crash"
 BUG_TIMEOUT = "BUG: timeout"
 BUG_MEMORY = "BUG: memory"
 HARNESS_ERROR = "harness-error"  # the verdict code itself failed: not a finding
+#: The stage in which h5py (the native reader), not the project, runs: libhdf5 itself
+#: crashes or hangs on some headers the parser refuses or reads around. The parse is
+#: over by then, so such a verdict is the native reader's failure, not a crash of ours.
+NATIVE_STAGE = "native"
 OUTCOMES = (
     OK,
     REFUSED,
     NATIVE_FAILS,
     TOO_LARGE,
-    SPARSE_CONVENTION,
+    GDAL_CONVENTION,
     CORRUPT_DATA,
     BUG_WRONG,
     BUG_READ,
@@ -82,7 +87,7 @@ OUTCOMES = (
     HARNESS_ERROR,
 )
 # Per-array outcomes, worst first: a file takes the worst of its arrays.
-_ARRAY_ORDER = (BUG_WRONG, BUG_READ, NATIVE_FAILS, SPARSE_CONVENTION, TOO_LARGE, OK)
+_ARRAY_ORDER = (BUG_WRONG, BUG_READ, NATIVE_FAILS, GDAL_CONVENTION, TOO_LARGE, OK)
 
 MAX_COMPARE_BYTES = 256 * 2**20
 MAX_COMPARE_CHUNKS = 20_000  # reading is ~1 ms per chunk through the manifest store
@@ -220,10 +225,17 @@ def verdict(
         result["stage"] = "read"
         if progress is not None:
             _emit(progress, {"stage": "read"})
-        compare_all = _compare_tiff if kind == "tiff" else _compare_hdf5
+
+        def note(stage: str) -> None:
+            if progress is not None:
+                _emit(progress, {"stage": stage})
+
         try:
             with _quiet():
-                arrays = compare_all(path, store)
+                if kind == "tiff":
+                    arrays = _compare_tiff(path, store)
+                else:
+                    arrays = _compare_hdf5(path, store, note)
         except Exception as error:
             arrays = [
                 {
@@ -264,6 +276,7 @@ def _array_entry(
     shape: tuple[int, ...],
     itemsize: int,
     chunks: float = 0.0,
+    note: Callable[[str], None] = lambda stage: None,
 ) -> dict[str, Any]:
     """Compare one array read through Zarr (``ours``) with ``read_native()``."""
     entry: dict[str, Any] = {"name": name, "shape": list(shape)}
@@ -275,10 +288,12 @@ def _array_entry(
         return entry
     native_error = ours_error = None
     got = native = None
+    note("read")
     try:
         got = np.asarray(ours[...])
     except Exception as error:
         ours_error = error
+    note(NATIVE_STAGE)
     try:
         native = read_native()
     except Exception as error:
@@ -365,25 +380,51 @@ def _compare_tiff(path: str, store: Any) -> list[dict[str, Any]]:
             array.dtype.itemsize,
             _chunk_count(array),
         )
-        if entry["outcome"] == BUG_WRONG and _half_sparse(path, ifd):
-            entry["outcome"] = SPARSE_CONVENTION
+        if _differs_from_tifffile(entry) and _follows_gdal(path, ifd, array):
+            entry["outcome"] = GDAL_CONVENTION
         entries.append(entry)
     return entries
 
 
-def _half_sparse(path: str, ifd: int | list[int]) -> bool:
-    """Whether some segment has offset 0 or byte count 0, but not both."""
+def _differs_from_tifffile(entry: dict[str, Any]) -> bool:
+    """Wrong values against tifffile, or tifffile failing where our read succeeds."""
+    return entry["outcome"] == BUG_WRONG or (
+        entry["outcome"] == NATIVE_FAILS and "ours reads" in str(entry.get("detail", ""))
+    )
+
+
+def _follows_gdal(path: str, ifd: int | list[int], array: Any) -> bool:
+    """Whether the IFD has a header on which the parser follows GDAL rather than tifffile
+    (see :data:`GDAL_CONVENTION`), and our values equal rasterio's."""
     import tifffile
 
+    from virtualizarr_fill.tiff.codecs_map import PREDICTOR_COMPRESSIONS
+
+    if not isinstance(ifd, int) or array.ndim != 3:
+        return False  # rasterio opens main-chain IFDs only
     with tifffile.TiffFile(path) as tif:
-        indices = [ifd] if isinstance(ifd, int) else list(ifd)
-        page = tif.pages[indices[0]]
-        for sub in indices[1:]:
-            page = page.pages[sub]
-        return any(
-            (int(o) == 0) != (int(n) == 0)
+        page = tif.pages[ifd]
+        zero = any(
+            int(o) == 0 or int(n) == 0
             for o, n in zip(page.dataoffsets, page.databytecounts, strict=False)
         )
+        ignored_predictor = (
+            int(page.predictor) != 1 and int(page.compression) not in PREDICTOR_COMPRESSIONS
+        )
+    if not zero and not ignored_predictor:
+        return False
+    try:
+        import rasterio
+
+        name = path if ifd == 0 else f"GTIFF_DIR:{ifd + 1}:{path}"
+        with warnings.catch_warnings(), rasterio.open(name) as src:
+            warnings.simplefilter("ignore")
+            gdal = np.asarray(src.read())
+        ours = np.asarray(array[...])
+    except Exception:
+        return False
+    same, _ = compare_values(gdal, ours)
+    return bool(same)
 
 
 # HDF5: every array, against the h5py dataset of the same path.
@@ -439,13 +480,18 @@ def _raiser(error: Exception) -> Any:
     return fail
 
 
-def _compare_hdf5(path: str, store: Any) -> list[dict[str, Any]]:
+def _compare_hdf5(
+    path: str, store: Any, note: Callable[[str], None] = lambda stage: None
+) -> list[dict[str, Any]]:
+    """Compare every array of ``store`` with h5py's read of ``path``; ``note`` is told
+    each time h5py takes over (:data:`NATIVE_STAGE`) and hands back ("read")."""
     import h5py
     import zarr
 
     root = zarr.open_group(store, mode="r", zarr_format=3)
     entries = []
     with contextlib.ExitStack() as stack:
+        note(NATIVE_STAGE)
         try:
             f = stack.enter_context(_h5_open(path))
         except Exception as error:
@@ -458,6 +504,7 @@ def _compare_hdf5(path: str, store: Any) -> list[dict[str, Any]]:
                 if f is None:
                     read_native = _raiser(open_error)
                 else:
+                    note(NATIVE_STAGE)
                     try:
                         dataset = _h5_dataset(f, full)
                     except Exception as error:
@@ -476,6 +523,7 @@ def _compare_hdf5(path: str, store: Any) -> list[dict[str, Any]]:
                         shape,
                         array.dtype.itemsize,
                         _chunk_count(array),
+                        note,
                     )
                 )
     return entries
@@ -536,20 +584,27 @@ def acceptable(result: dict[str, Any]) -> bool:
     outcome = result.get("outcome")
     if outcome == REFUSED:
         return bool(result.get("names_file"))
-    return outcome in (OK, TOO_LARGE, NATIVE_FAILS, SPARSE_CONVENTION, CORRUPT_DATA)
+    return outcome in (OK, TOO_LARGE, NATIVE_FAILS, GDAL_CONVENTION, CORRUPT_DATA)
 
 
 #: How a chunk's decoded size mismatch reads in zarr's and this package's errors.
-_SIZE_MISMATCH = ("cannot reshape array of size", "decodes to", "ChunkSizeMismatchError")
+_SIZE_MISMATCH = (
+    "cannot reshape array of size",
+    "decodes to",
+    "ChunkSizeMismatchError",
+    # zarr's bytes codec viewing a decoded chunk whose length is not whole elements
+    "its size must be a divisor of the total size in bytes",
+)
 
 
 def reclassify_corrupt_data(
     result: dict[str, Any], original: str, ops: list[dict[str, Any]], kind: str
 ) -> dict[str, Any]:
     """``result`` as :data:`CORRUPT_DATA` when it is a read-time size mismatch and every
-    byte the mutation changed lies in a compressed segment of the first TIFF image of
-    ``original`` (the unmutated file); unchanged otherwise."""
-    if kind != "tiff" or result.get("outcome") != BUG_READ or not ops:
+    byte the mutation changed lies in a compressed segment of the first TIFF image, or
+    in a stored chunk of a filtered HDF5 dataset, of ``original`` (the unmutated file);
+    unchanged otherwise."""
+    if result.get("outcome") != BUG_READ or not ops:
         return result
     arrays = result.get("arrays") or []
     failing = [a for a in arrays if a.get("outcome") == BUG_READ]
@@ -557,10 +612,8 @@ def reclassify_corrupt_data(
         any(text in str(a.get("detail", "")) for text in _SIZE_MISMATCH) for a in failing
     ):
         return result
-    from tests._fuzz_mutations import tiff_structure
-
     try:
-        segments = tiff_structure(original).segments
+        segments = _compressed_ranges(original, kind)
     except Exception:
         return result
     for op in ops:
@@ -570,6 +623,30 @@ def reclassify_corrupt_data(
         if not any(start <= position < start + length for start, length in segments):
             return result
     return {**result, "outcome": CORRUPT_DATA, "was": BUG_READ}
+
+
+def _compressed_ranges(original: str, kind: str) -> list[tuple[int, int]]:
+    """(start, length) of the compressed data of ``original``: the segments of its first
+    TIFF image, or the stored chunks of its HDF5 datasets that have filters."""
+    if kind == "tiff":
+        from tests._fuzz_mutations import tiff_structure
+
+        return list(tiff_structure(original).segments)
+    if kind != "hdf5":
+        return []
+    import h5py
+
+    ranges: list[tuple[int, int]] = []
+
+    def visit(_: str, obj: Any) -> None:
+        if not isinstance(obj, h5py.Dataset) or not obj.chunks:
+            return
+        if obj.id.get_create_plist().get_nfilters():
+            obj.id.chunk_iter(lambda info: ranges.append((int(info.byte_offset), int(info.size))))
+
+    with _h5_open(original) as f:
+        f.visititems(visit)
+    return ranges
 
 
 # -- the worker process -------------------------------------------------------------------
@@ -805,6 +882,8 @@ class FuzzWorker:
                 message = self._message(deadline)
             except TimeoutError:
                 self._kill()
+                if stage == NATIVE_STAGE:
+                    return _native_died(f"no answer from h5py within {timeout} s")
                 return {
                     "outcome": BUG_TIMEOUT,
                     "stage": stage,
@@ -814,6 +893,8 @@ class FuzzWorker:
                 returncode = self.process.wait()
                 tail = self._stderr_tail()
                 self._kill()
+                if stage == NATIVE_STAGE:
+                    return _native_died(f"h5py died ({_signal_name(returncode)})", tail)
                 return {
                     "outcome": BUG_CRASH,
                     "stage": stage,
@@ -836,6 +917,17 @@ class FuzzWorker:
         if message.get("rss_mb", 0) > self.rss_limit_mb:
             self._kill()  # a fresh process measures the next case's peak
         return message
+
+
+def _native_died(what: str, stderr: str = "") -> dict[str, Any]:
+    """The verdict when the native reader crashed or hung after the parse had finished
+    (the arrays compared before it are not reported: the process is gone)."""
+    return {
+        "outcome": NATIVE_FAILS,
+        "stage": NATIVE_STAGE,
+        "detail": f"native: {what} after the parse finished; ours parsed",
+        "stderr": stderr,
+    }
 
 
 if __name__ == "__main__":

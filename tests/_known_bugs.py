@@ -472,6 +472,49 @@ FIXED_BUGS += (
         ops=(_put(696, "3800000000000000"), _put(768, "38000000000000001000000000000000")),
         outcome=("BUG: timeout", "BUG: memory"),
     ),
+    KnownBug(
+        id="hdf5-filter-count-leaves-a-filter-out",
+        summary="a filter pipeline message (shuffle, deflate) whose count is edited from 2 to "
+        "1: libhdf5 decodes one filter and ignores the other, h5py reads the deflated chunks "
+        "through shuffle alone (and crashes on some files); the virtual array's read failed",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/"
+        "test_byteshuffle_compressed_datasets_earliest.hdf5",
+        kind="hdf5",
+        ops=(_put(16905, "01"),),
+        outcome=(READ_ERROR, WRONG),
+    ),
+    KnownBug(
+        id="hdf5-contiguous-size-zero-read-as-fill",
+        summary="a contiguous layout of variable-length strings whose size is edited to 0: "
+        "libhdf5 reads the strings at the address, the parser took the dataset for never "
+        "written and read empty strings (silent wrong values)",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_string_datasets_earliest.hdf5",
+        kind="hdf5",
+        ops=(_put(1786, "0000000000000000"),),
+        outcome=WRONG,
+    ),
+    KnownBug(
+        id="hdf5-shuffle-element-size-not-the-datatypes",
+        summary="a shuffle filter whose stored element size has a bit flipped (1 -> 16777217, "
+        "checksum restored): libhdf5 unshuffles with the stored size (nothing to transpose), "
+        "numcodecs' shuffle refused the buffer at read time",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/"
+        "test_byteshuffle_compressed_datasets_latest.hdf5",
+        kind="hdf5",
+        ops=({"op": "flip", "pos": 1614, "bit": 0}, {"op": "checksum", "start": 1513, "end": 1793}),
+        outcome=READ_ERROR,
+    ),
+    KnownBug(
+        id="hdf5-native-crash-counted-as-ours",
+        summary="a group's dense attribute index whose record type is edited from 8 to 1 "
+        "(checksum restored): the parser leaves the group's attributes out with a warning "
+        "and reads every dataset, then h5py, looking the datasets up for the comparison, "
+        "crashes (SIGSEGV); the worker counted the native reader's crash as the parser's",
+        file="jamesmudd+jhdf/jhdf/src/test/resources/hdf5/test_attribute_latest.hdf5",
+        kind="hdf5",
+        ops=(_put(963, "01"), {"op": "checksum", "start": 958, "end": 992}),
+        outcome="BUG: crash",
+    ),
 )
 
 #: Open bugs: fuzz verdicts matching one are counted, not failed.

@@ -12,6 +12,7 @@ failing test there) are counted, not failed, here; any other failure is a new bu
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,16 @@ from tests._fuzz_driver import (
     judge_truncations,
     worker_session,
 )
-from tests._fuzz_mutations import Mutation, TiffStructure, apply_ops, tiff_mutation, tiff_structure
-from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
+from tests._fuzz_header_mutations import HEADER_KINDS, header_mutation
+from tests._fuzz_mutations import (
+    Mutation,
+    RandomChooser,
+    TiffStructure,
+    apply_ops,
+    tiff_mutation,
+    tiff_structure,
+)
+from tests._fuzz_worker import BUG_MEMORY, GDAL_CONVENTION, FuzzWorker, acceptable, run_once
 from tests._known_bugs import known_bug
 
 pytestmark = pytest.mark.corpus
@@ -132,3 +141,21 @@ def test_huge_dimensions_bounded_in_time_and_memory(
     assert acceptable(result) or known_bug(result) is not None, (
         f"{case}: {result}\nmutation: {Mutation(name, case, ops).to_json()}"
     )
+
+
+@pytest.mark.parametrize("kind", HEADER_KINDS["tiff"])
+def test_header_classes_follow_gdal_or_are_refused(
+    kind: str, worker: FuzzWorker, corpus_dir: Path, scratch: Path
+) -> None:
+    """Each TIFF header class (``tests/_fuzz_header_mutations.py``), 3 seeded mutations of
+    each small file: no bug, and the class's own outcome shows up (GDAL's reading where
+    tifffile differs, or a refusal)."""
+    chooser = RandomChooser(random.Random(kind))
+    outcomes = set()
+    for name in TIFF_FILES:
+        for _ in range(3):
+            mutation = header_mutation(str(corpus_dir / name), name, chooser, kind)
+            if mutation is not None:
+                outcomes.add(judge(worker, corpus_dir, scratch, mutation, "tiff")["outcome"])
+    expected = {"refused"} if kind == "codec-bit-depth" else {GDAL_CONVENTION}
+    assert expected <= outcomes, outcomes

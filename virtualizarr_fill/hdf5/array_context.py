@@ -36,6 +36,7 @@ from virtualizarr_fill.hdf5.filters import (
 from virtualizarr_fill.hdf5.format.chunk_index import (
     ChunkTable,
 )
+from virtualizarr_fill.hdf5.format.fill_value_message import FillValueMessage
 from virtualizarr_fill.hdf5.reader import HDF5File
 
 RefusalKind = Literal[
@@ -140,6 +141,8 @@ class StoredDataset:
         self.table: ChunkTable | None = None
         #: External raw storage: (rows per segment, [(url, offset, size), ...]).
         self.external: tuple[int, list[tuple[str, int, int]]] = (0, [])
+        #: The decoded fill-value message (None: absent or not at hand).
+        self.fill_message: FillValueMessage | None = None
 
 
 def empty_manifest(grid: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

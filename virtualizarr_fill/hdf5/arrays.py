@@ -44,19 +44,25 @@ from virtualizarr_fill.hdf5.array_context import (
 )
 from virtualizarr_fill.hdf5.attrs import FILL_ATTRIBUTES, convert_attributes
 from virtualizarr_fill.hdf5.chunk_verification import verify_one_chunk
-from virtualizarr_fill.hdf5.chunked_manifest import chunked_manifest, direct_chunk_table
+from virtualizarr_fill.hdf5.chunked_manifest import (
+    check_unfiltered_chunk_sizes,
+    chunked_manifest,
+    direct_chunk_table,
+)
 from virtualizarr_fill.hdf5.contiguous_manifest import contiguous_manifest, external_segments
 from virtualizarr_fill.hdf5.dtypes import (
     Storage,
     UnsupportedDtypeError,
     plan_dtype,
 )
+from virtualizarr_fill.hdf5.fill_checks import fill_message_problem, undefined_values_problem
 from virtualizarr_fill.hdf5.filters import (
     UnsupportedFilterError,
     filter_codecs,
     read_pipeline,
 )
 from virtualizarr_fill.hdf5.materialise import encode_pending, materialised_manifest
+from virtualizarr_fill.hdf5.pipeline_checks import pipeline_message_problem
 from virtualizarr_fill.hdf5.virtual import build_virtual_array
 from virtualizarr_fill.manifests import FillManifestArray
 
@@ -105,7 +111,14 @@ def build_array(
         path_of=context.object_path,
         vlen=context.vlen_attribute,
     )
+    fill_problem, fill_message = fill_message_problem(dataset, context, target.path or dataset.name)
+    if fill_problem is not None:
+        raise DatasetRefused("corrupt", fill_problem)
+    pipeline_problem = pipeline_message_problem(dataset, context, target.path or dataset.name)
+    if pipeline_problem is not None:
+        raise DatasetRefused("corrupt", pipeline_problem)
     stored = StoredDataset(dataset, dtype, dcpl, plan, target, context)
+    stored.fill_message = fill_message
     if dcpl.get_layout() == h5py.h5d.VIRTUAL:
         return _build_virtual(stored, {**json_attrs, **typed})
     return _build(stored, {**json_attrs, **typed})
@@ -170,10 +183,14 @@ def _build(ds: StoredDataset, attributes: dict[str, Any]) -> ManifestArray:
         # Read (and check) the chunk index before any libhdf5 call that walks it
         # (storage sizes, reads of materialised values).
         ds.table = direct_chunk_table(ds)
+    undefined = undefined_values_problem(ds.fill_message, _has_stored_values(ds))
+    if undefined is not None:
+        raise DatasetRefused("corrupt", undefined)
     materialise = ds.plan.storage is Storage.MATERIALISE or ds.layout == h5py.h5d.COMPACT
     if materialise:
         chunks = _materialised_chunk_shape(ds)
         codecs = _materialised_codecs(ds)
+        check_unfiltered_chunk_sizes(ds, chunks)
     else:
         chunks = _chunk_shape(ds)
         codecs = [_bytes_codec(ds), *_filter_codecs(ds, chunks)]
@@ -211,6 +228,34 @@ def _build(ds: StoredDataset, attributes: dict[str, Any]) -> ManifestArray:
         inlined=inlined,
     )
     return FillManifestArray(metadata=metadata, chunkmanifest=manifest)
+
+
+def _has_stored_values(ds: StoredDataset) -> bool:
+    """Whether any value of the dataset is stored (a dataset of no elements counts
+    as stored: there is nothing to read). Chunked: from the chunk table already read
+    and checked, never from a libhdf5 call that walks an unchecked index."""
+    if math.prod(ds.stored_shape) == 0:
+        return True
+    if ds.layout == h5py.h5d.COMPACT or ds.dcpl.get_external_count() > 0:
+        return True
+    if ds.layout == h5py.h5d.CHUNKED:
+        if ds.table is not None:
+            return bool(len(ds.table.sizes))
+        return True  # the manifest builder lists the chunks (and refuses a bad index)
+    try:
+        size = ds.dataset.id.get_storage_size()
+        offset = ds.dataset.id.get_offset()
+    except Exception:  # the manifest builders report what cannot be read
+        return True
+    if size == 0 and offset is not None:
+        # libhdf5 reads from a defined address whatever the size says (h5py reads
+        # the values there); the layout message contradicts itself.
+        raise DatasetRefused(
+            "corrupt",
+            f"contiguous storage at byte {offset} of 0 bytes: the layout message "
+            "contradicts itself",
+        )
+    return bool(size > 0)
 
 
 def _build_virtual(ds: StoredDataset, attributes: dict[str, Any]) -> ManifestArray:

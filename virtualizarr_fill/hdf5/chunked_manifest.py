@@ -16,6 +16,7 @@ import logging
 import math
 from typing import Any
 
+import h5py
 import numpy as np
 
 from virtualizarr_fill.hdf5 import _libhdf5
@@ -24,6 +25,7 @@ from virtualizarr_fill.hdf5.array_context import (
     StoredDataset,
     empty_manifest,
 )
+from virtualizarr_fill.hdf5.dtypes import has_file_form
 from virtualizarr_fill.hdf5.file_checks import file_reader
 from virtualizarr_fill.hdf5.format.chunk_btree import btree_problem
 from virtualizarr_fill.hdf5.format.chunk_index import (
@@ -106,6 +108,35 @@ def iterated_chunk_table(ds: StoredDataset) -> ChunkTable:
         sizes=np.array(stored_sizes, dtype=np.uint64),
         masks=np.array(filter_masks, dtype=np.int64),
     )
+
+
+def check_unfiltered_chunk_sizes(ds: StoredDataset, chunks: tuple[int, ...]) -> None:
+    """Refuse a materialised dataset without filters whose stored chunks are not of
+    the chunk's byte size.
+
+    libhdf5 reads an unfiltered chunk as the chunk's byte size from its address,
+    whatever the index stores: a chunk stored smaller (N-bit packed data whose N-bit
+    filter is gone from the pipeline) is read together with the bytes after it, which
+    are no values of the dataset.
+    """
+    if ds.layout != h5py.h5d.CHUNKED or ds.dcpl.get_nfilters() > 0:
+        return
+    if has_file_form(ds.dataset.id.get_type()):
+        return  # stored in a form whose size libhdf5 does not report
+    table = ds.table if ds.table is not None else iterated_chunk_table(ds)
+    if not len(table.sizes):
+        return
+    expected = math.prod(chunks) * ds.dataset.id.get_type().get_size()
+    sizes = table.sizes
+    wrong = np.flatnonzero((sizes != expected) & (sizes != 0))
+    if wrong.size:
+        detail = f" ({ds.plan.reason})" if ds.plan.reason else ""
+        raise DatasetRefused(
+            "corrupt",
+            f"its filter pipeline does not match its datatype{detail}: chunks are stored "
+            f"in {int(sizes[wrong[0]])} bytes without a filter, not the {expected} bytes "
+            "of a chunk (a missing N-bit filter?)",
+        )
 
 
 def chunked_manifest(

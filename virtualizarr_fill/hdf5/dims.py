@@ -14,7 +14,13 @@ phony_dims="sort")``, so this module follows h5netcdf's reading rules:
   the same length already defined in the group count), numbered across the whole file
   in group order after all real dimensions seen so far (h5netcdf's "sort" mode);
 * a dimension whose scale is unlimited has the length of its longest variable, and
-  h5netcdf pads shorter variables with the fill value; the virtual array does too.
+  h5netcdf pads shorter variables with the fill value; the virtual array does too
+  (for datasets extensible along it: a reference to one that is not is reported and
+  not counted).
+
+A dataset's shape is its own dataspace's, never a dimension's: a dataset whose length
+along a dimension differs from the dimension's (other than a shorter dataset extensible
+along an unlimited dimension) is marked (:attr:`DatasetNode.problem`) and skipped.
 
 The whole file is walked from the root (as h5netcdf does) even when one group is
 selected, because phony numbering depends on every group before it.
@@ -59,7 +65,9 @@ from virtualizarr_fill.hdf5.nodes import (
 def _unlimited_size(member: DatasetNode) -> int:
     """h5netcdf: an unlimited dimension is as long as its longest attached variable.
     References that cannot be followed are reported (the length then comes from the
-    others)."""
+    others), and so are references to datasets that are not extensible along the
+    referenced axis: netCDF-C makes every variable of an unlimited dimension extensible
+    along it, and a dataset's length never comes from another one's."""
     dataset = member.dataset
     size = int(dataset.shape[0])
     references = member.reference_list()
@@ -73,10 +81,36 @@ def _unlimited_size(member: DatasetNode) -> int:
             reference, axis = entry
             # the low-level identifier is enough for a shape, and far cheaper
             target = h5py.h5r.dereference(reference, file.id)
-            size = max(size, int(target.shape[axis]))
+            length = int(target.shape[axis])
+            extensible = target.get_space().get_simple_extent_dims(True)[axis] == h5py.h5s.UNLIMITED
         except Exception as exc:  # dangling reference
             _report(member, "REFERENCE_LIST", f"entry {number} does not resolve ({exc})")
+            continue
+        if not extensible:
+            _report(
+                member,
+                "REFERENCE_LIST",
+                f"entry {number} names a dataset not extensible along axis {axis}",
+            )
+            continue
+        size = max(size, length)
     return size
+
+
+def _length_disagreement(dimension: Dimension, axis: int, size: int, shape: Sequence[int]) -> str:
+    """Why a dataset whose own dataspace disagrees with its dimension is skipped.
+
+    The dataset's shape is its dataspace's, never a dimension scale's: netCDF readers
+    would give the variable the dimension's length and read past, or short of, what the
+    dataset holds. Only a dataset extensible along an unlimited dimension may be shorter
+    than the dimension (h5netcdf and netCDF-C pad it with the fill value).
+    """
+    kind = "unlimited dimension" if dimension.unlimited else "dimension"
+    return (
+        f"its length {size} along axis {axis} differs from the length {dimension.size} of "
+        f"its {kind} {dimension.name!r} (a corrupt dataspace or dimension scale; h5py reads "
+        f"shape {tuple(int(s) for s in shape)})"
+    )
 
 
 def _report_axes(member: DatasetNode, problem: str) -> None:
@@ -200,10 +234,19 @@ class DimensionNamer:
         is_variable = not member.facts.dimension_only
         dims = self._lookup(node, member, shape)
         visible = self._visible(node)
-        padded = tuple(
-            max(s, visible[d].size) if d in visible else s for d, s in zip(dims, shape, strict=True)
-        )
-        return VariableDims(name, dims, padded, is_variable)
+        maxshape = dataset.maxshape or (None,) * len(shape)
+        padded = []
+        for axis, (dim, size) in enumerate(zip(dims, shape, strict=True)):
+            dimension = visible.get(dim)
+            if dimension is None or dimension.size == size:
+                padded.append(size)
+            elif dimension.unlimited and maxshape[axis] is None and size < dimension.size:
+                padded.append(dimension.size)  # h5netcdf pads it with the fill value
+            else:
+                if member.problem is None:
+                    member.problem = _length_disagreement(dimension, axis, size, shape)
+                padded.append(size)
+        return VariableDims(name, dims, tuple(padded), is_variable)
 
     def _lookup(
         self, node: GroupNode, member: DatasetNode, shape: Sequence[int]

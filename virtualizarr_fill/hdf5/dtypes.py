@@ -178,6 +178,21 @@ def _refuse_unrepresentable(dtype: np.dtype, tid: h5py.h5t.TypeID) -> None:
                 _refuse_unrepresentable(field, tid.get_member_type(index))
 
 
+def has_file_form(tid: h5py.h5t.TypeID) -> bool:
+    """Whether values of the type are stored in a form other than their memory form
+    (variable-length data, references), whose size libhdf5 does not report."""
+    cls = tid.get_class()
+    if cls in (h5py.h5t.VLEN, h5py.h5t.REFERENCE):
+        return True
+    if cls == h5py.h5t.STRING:
+        return bool(tid.is_variable_str())
+    if cls == h5py.h5t.COMPOUND:
+        return any(has_file_form(tid.get_member_type(i)) for i in range(tid.get_nmembers()))
+    if cls in (h5py.h5t.ARRAY, h5py.h5t.ENUM):
+        return has_file_form(tid.get_super())
+    return False
+
+
 def little_endian(dtype: np.dtype) -> np.dtype:
     """``dtype`` with every multi-byte field little-endian and compounds packed."""
     fields = dtype.fields
@@ -232,4 +247,11 @@ def _plan(dtype: np.dtype, tid: h5py.h5t.TypeID) -> DtypePlan:
     return DtypePlan(dtype, endian, Storage.REFERENCE)
 
 
-__all__ = ["DtypePlan", "Storage", "UnsupportedDtypeError", "little_endian", "plan_dtype"]
+__all__ = [
+    "DtypePlan",
+    "Storage",
+    "UnsupportedDtypeError",
+    "has_file_form",
+    "little_endian",
+    "plan_dtype",
+]

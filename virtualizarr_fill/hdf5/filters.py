@@ -143,10 +143,11 @@ def _deflate(info: FilterInfo, **_: Any) -> dict[str, Any]:
 def _shuffle(info: FilterInfo, *, itemsize: int, whole_elements: bool, **_: Any) -> dict[str, Any]:
     # set_local stores the element size; files from old writers may lack it.
     size = info.cd_values[0] if info.cd_values else itemsize
-    if whole_elements:
+    if whole_elements and size == itemsize:
         return {"name": "numcodecs.shuffle", "configuration": {"elementsize": int(size)}}
-    # After a length-changing filter the buffer may end in a partial element, which
-    # only HDF5's rule (copy the remainder) handles.
+    # After a length-changing filter, or with an element size other than the
+    # datatype's (libhdf5 uses the stored one), the buffer may end in a partial
+    # element, which only HDF5's rule (copy the remainder) handles.
     return {"name": HDF5_SHUFFLE_CODEC_NAME, "configuration": {"elementsize": int(size)}}
 
 

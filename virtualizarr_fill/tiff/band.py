@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from virtualizarr_fill.errors import UnsupportedFeatureError
-from virtualizarr_fill.tiff import caches, codecs_map, tags
+from virtualizarr_fill.tiff import caches, codec_samples, codecs_map, tags
 from virtualizarr_fill.tiff.geo import GEO_TAG_CODES
 from virtualizarr_fill.tiff.metadata import ArrayAttributes, array_attributes
 from virtualizarr_fill.tiff.stored_tags import CachedRange, ifd_key
@@ -78,6 +78,7 @@ def _derive(
 ) -> BandDescription:
     endian = "little" if page.parent.byteorder == "<" else "big"
     sample = tags.sample_type(page, source, image_codec=codecs_map.is_image_compression(page))
+    codec_samples.check_codec_samples(page, sample, source)
     layout = tags.segment_layout(page, source)
     if page.is_subsampled and int(page.compression) not in codecs_map.JPEG_FAMILY:
         raise UnsupportedFeatureError(f"{source}: chroma-subsampled YCbCr without JPEG compression")

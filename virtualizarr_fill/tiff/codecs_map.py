@@ -13,6 +13,11 @@ so a reader process that never imports this package decodes the arrays:
 
 Image codecs (JPEG, WebP, ...) are array->bytes codecs that decode whole images; like
 libtiff and tifffile, predictors and FillOrder are ignored with them.
+
+Predictor (tag 317) is applied only with the compressions whose libtiff codec applies it
+(LZW, Deflate, LZMA, Zstd: :data:`PREDICTOR_COMPRESSIONS`). libtiff, and so GDAL,
+ignores the tag on uncompressed and PackBits data; tifffile undoes it there, so the two
+readers disagree on such files and the parser follows GDAL, as rioxarray reads them.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ LERC = 34887
 PNG = 34933
 
 JPEG_FAMILY = frozenset({JPEG, JPEG_DNG})
+#: Compressions whose libtiff codec applies a Predictor (libtiff's TIFFPredictorInit
+#: callers); Zstd's pre-standard code has no libtiff codec, and tifffile applies it.
+PREDICTOR_COMPRESSIONS = frozenset({LZW, ADOBE_DEFLATE, DEFLATE, LZMA, ZSTD, ZSTD_OLD})
 IMAGE_COMPRESSIONS = JPEG_FAMILY | JPEG2000 | JPEGXL | {WEBP, WEBP_OLD, PNG, LERC}
 
 # GDAL private tags.
@@ -232,9 +240,10 @@ def compression_codecs(
 def predictor_codec(
     page: TiffPage, layout: SegmentLayout, dtype: np.dtype, endian: Endian, source: str
 ) -> TiffPredictorCodec | None:
-    """Predictor (tag 317) as a codec on the storage-order array, or None."""
+    """Predictor (tag 317) as a codec on the storage-order array, or None (also where
+    libtiff ignores the tag: with a compression outside :data:`PREDICTOR_COMPRESSIONS`)."""
     predictor = int(page.predictor)
-    if predictor == 1:
+    if predictor == 1 or int(page.compression) not in PREDICTOR_COMPRESSIONS:
         return None
     if predictor not in (2, 3):
         raise UnsupportedFeatureError(f"{source}: Predictor={predictor} is not supported")
@@ -293,7 +302,7 @@ def codec_chain(
             raise UnsupportedFeatureError(f"{source}: LERC with Predictor={page.predictor}")
         return chain
     if packed_bits is not None:
-        if int(page.predictor) != 1:
+        if int(page.predictor) != 1 and int(page.compression) in PREDICTOR_COMPRESSIONS:
             raise UnsupportedFeatureError(
                 f"{source}: Predictor={page.predictor} on {packed_bits}-bit packed samples"
             )
@@ -316,6 +325,7 @@ def codec_chain(
 
 __all__ = [
     "IMAGE_COMPRESSIONS",
+    "PREDICTOR_COMPRESSIONS",
     "CodecChain",
     "codec_chain",
     "is_image_compression",

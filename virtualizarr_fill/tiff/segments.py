@@ -1,9 +1,22 @@
 """Where an IFD's strips or tiles lie, and what their byte counts say.
 
 StripOffsets/TileOffsets and their byte counts become the chunk manifest
-(:func:`chunk_manifest`): sparse segments (offset or byte count 0) are left out and read
-as the array's fill value, and a segment extending past the end of the file refuses the
-file. Uncompressed segments must hold exactly the bytes of their rows
+(:func:`chunk_manifest`): sparse segments are left out and read as the array's fill
+value, and a segment extending past the end of the file refuses the file.
+
+Which segments are sparse follows GDAL (:func:`as_gdal_reads`): GDAL's
+``GTiffDataset::IsBlockAvailable`` (``frmts/gtiff/gtiffdataset_read.cpp``) takes a block
+as absent when its byte count is 0, whatever its offset, and fills it with the nodata
+value (0 without one). Before that, libtiff's ``TIFFReadDirectory``
+(``libtiff/tif_dirread.c``, ``ByteCountLooksBad`` and ``EstimateStripByteCounts``)
+replaces the byte count 0 of an image's only strip at a non-zero offset by an estimate:
+the image's rows for uncompressed data (tifffile reads those same bytes), a guess for
+compressed data (tifffile reads fill). A segment at offset 0 holding bytes is read by GDAL
+from the file's header, by tifffile as fill. Where the two readers disagree the file is
+refused, except for a lone uncompressed strip with offset and byte count both 0: GDAL
+fills it, tifffile reads bytes from elsewhere in the file, and the parser follows GDAL.
+
+Uncompressed segments must hold exactly the bytes of their rows
 (:func:`check_uncompressed_lengths`); the byte counts of the last strips are what
 :mod:`.segment_grids` decides the chunk grid from.
 """
@@ -12,6 +25,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -38,6 +52,48 @@ class SegmentTable(Protocol):
 
 
 ReadRange = Callable[[int, int], bytes]
+
+
+@dataclass(frozen=True)
+class _Segments:
+    """A segment table with byte counts as libtiff reads them."""
+
+    dataoffsets: Sequence[int]
+    databytecounts: Sequence[int]
+
+
+def as_gdal_reads(
+    table: SegmentTable, layout: SegmentLayout, chain: CodecChain, itemsize: int, source: str
+) -> SegmentTable:
+    """``table`` with the byte counts GDAL reads (see the module docstring): the estimate
+    libtiff makes for a lone uncompressed strip of byte count 0; raises for a segment at
+    offset 0 holding bytes, and for a lone compressed strip of byte count 0."""
+    offsets, lengths = table.dataoffsets, table.databytecounts
+    if type(offsets) is tuple and 0 not in offsets and (len(lengths) != 1 or lengths[0] != 0):
+        return table
+    offsets_array = np.asarray(offsets, dtype=np.uint64).reshape(layout.grid_shape)
+    lengths_array = np.asarray(lengths, dtype=np.uint64).reshape(layout.grid_shape)
+    header = (offsets_array == 0) & (lengths_array != 0)
+    kind = "tile" if layout.tiled else "strip"
+    if header.any():
+        index = tuple(int(i) for i in np.argwhere(header)[0])
+        raise CorruptFileError(
+            f"{source}: {kind} {index} lies at offset 0 with {int(lengths_array[index])} "
+            "bytes: GDAL reads the file's header there as pixels, tifffile reads fill "
+            "(damaged offsets)"
+        )
+    if layout.tiled or offsets_array.size != 1 or int(lengths_array.flat[0]) != 0:
+        return table
+    offset = int(offsets_array.flat[0])
+    if offset == 0:
+        return table  # both 0: sparse for GDAL
+    if chain.is_compressed:
+        raise CorruptFileError(
+            f"{source}: the image's only strip (offset {offset}) has byte count 0: GDAL "
+            "decodes it from an estimated length, tifffile reads fill (damaged byte counts)"
+        )
+    rows = layout.shape[1]
+    return _Segments((offset,), (rows * stored_row_bytes(layout, itemsize, chain),))
 
 
 def chunk_manifest(
@@ -74,7 +130,8 @@ _FEW_SEGMENTS = 1024
 def _sparse_and_beyond(
     table: SegmentTable, offsets: np.ndarray, lengths: np.ndarray, file_size: int
 ) -> tuple[np.ndarray | None, int | None]:
-    """The sparse segments (offset or byte count 0; None when there are none) and the
+    """The sparse segments (byte count 0; an offset 0 holding bytes was refused by
+    :func:`as_gdal_reads`; None when there are none) and the
     flat index of the first stored segment ending past the end of the file (or None)."""
     listed_offsets, listed_lengths = table.dataoffsets, table.databytecounts
     if (
@@ -230,6 +287,7 @@ def check_uncompressed_lengths(
 
 __all__ = [
     "ReadRange",
+    "as_gdal_reads",
     "SegmentTable",
     "check_uncompressed_lengths",
     "chunk_manifest",

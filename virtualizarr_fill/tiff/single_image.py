@@ -109,6 +109,7 @@ def image_array(
     band = image.band
     layout, chain, attrs = band.layout, band.chain, band.attributes
     dtype = band.sample.dtype
+    table = segments.as_gdal_reads(table, layout, chain, band.sample.stored_dtype.itemsize, source)
     # Segments past the end of the file are refused before their lengths are judged.
     manifest = segments.chunk_manifest(table, layout, context.url, context.file_size, source)
     decision = segment_grids.decide_grid(

@@ -6,7 +6,7 @@ them: superblock facts and object headers (``structures``, ``layout_message``,
 fractal heaps of dense links and attributes (``btree_v2``, ``fractal_heap``), chunk
 indexes (``chunk_index`` over ``chunk_btree``, ``btree_v2`` and ``chunk_fixed_array``),
 variable-length descriptors and global heap collections (``vlen_descriptors``,
-``global_heap``).
+``global_heap``), fill-value messages (``fill_value_message``).
 
 Modules here import NumPy, the standard library, each other, and
 :mod:`virtualizarr_fill.hdf5.checksum`; nothing of h5py's object model, so that the

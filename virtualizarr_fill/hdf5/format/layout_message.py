@@ -80,6 +80,15 @@ def messages(
     read: Reader, base: int, header: int, sizes: tuple[int, int]
 ) -> Iterator[tuple[int, bytes]]:
     """(type, data) of every message of the object header at (relative) ``header``."""
+    for kind, _flags, data in flagged_messages(read, base, header, sizes):
+        yield kind, data
+
+
+def flagged_messages(
+    read: Reader, base: int, header: int, sizes: tuple[int, int]
+) -> Iterator[tuple[int, int, bytes]]:
+    """(type, flags, data) of every message of the object header at (relative)
+    ``header`` (flag bit 1: the data is a reference to a shared message)."""
     address_size, length_size = sizes
     head = read_exactly(read, base + header, 16)
     blocks: list[tuple[int, int]]
@@ -105,9 +114,11 @@ def messages(
             if version == 1:
                 kind = int.from_bytes(block[position : position + 2], "little")
                 length = int.from_bytes(block[position + 2 : position + 4], "little")
+                flags = block[position + 4]
             else:
                 kind = block[position]
                 length = int.from_bytes(block[position + 1 : position + 3], "little")
+                flags = block[position + 3]
             data = block[position + message_header : position + message_header + length]
             position += message_header + length
             if kind == _CONTINUATION and len(data) >= address_size + length_size:
@@ -118,7 +129,7 @@ def messages(
                 else:  # "OCHK" signature first, checksum last
                     blocks.append((address + 4, extent - 8))
             else:
-                yield kind, data
+                yield kind, flags, data
 
 
 def _address(data: bytes, at: int, address_size: int) -> int | None:

@@ -26,7 +26,7 @@ from typing import Any
 from virtualizarr_fill.hdf5.format import btree_v2
 from virtualizarr_fill.hdf5.format.btree_v2 import BTree2, read_btree_v2
 from virtualizarr_fill.hdf5.format.fractal_heap import FractalHeap, read_fractal_heap
-from virtualizarr_fill.hdf5.format.layout_message import Unavailable, messages
+from virtualizarr_fill.hdf5.format.layout_message import Unavailable, flagged_messages
 from virtualizarr_fill.hdf5.format.structures import CorruptStructure, FileFacts, Reader, uint
 from virtualizarr_fill.hdf5.format.symbol_table import GroupKs, check_symbol_table
 
@@ -52,6 +52,8 @@ class ObjectStorage:
 
     #: The header's (type, data) messages, as stored (None: the header is unreadable).
     messages: list[tuple[int, bytes]] | None = None
+    #: Types of the messages stored as references to shared messages.
+    shared_types: frozenset[int] = frozenset()
     #: Why the object's links cannot be listed safely (groups), else None.
     links_problem: str | None = None
     #: Why the object's attributes cannot be listed or read safely, else None.
@@ -74,13 +76,15 @@ def inspect_object(
     the object in problems)."""
     storage = ObjectStorage()
     try:
-        storage.messages = list(
-            messages(read, facts.base, header, (facts.address_size, facts.length_size))
+        flagged = list(
+            flagged_messages(read, facts.base, header, (facts.address_size, facts.length_size))
         )
     except (Unavailable, IndexError, ValueError):
         problem = f"{what}: object header at address {header} cannot be read"
         storage.links_problem = storage.attributes_problem = problem
         return storage
+    storage.messages = [(kind, data) for kind, _, data in flagged]
+    storage.shared_types = frozenset(kind for kind, flags, _ in flagged if flags & 0x02)
     for kind, data in storage.messages:
         try:
             if kind == _SYMBOL_TABLE:
