@@ -44,11 +44,18 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 
 def site_with_checkout(folder: Path) -> Path:
     """A folder like :func:`site_without_project`'s, with this checkout installed as its
-    ``pyproject.toml`` declares it: a ``dist-info`` holding the checkout's entry points
-    (what zarr discovers) and a ``.pth`` putting the checkout on the path. The shared
-    environment's own install may declare entry points the checkout no longer does."""
+    ``pyproject.toml`` files declare it (the project, and the codec distribution built from
+    ``codecs/``): a ``dist-info`` each holding its entry points (what zarr discovers) and a
+    ``.pth`` each putting its sources on the path. The shared environment's own install may
+    declare entry points the checkout no longer does."""
     site_without_project(folder)
-    project = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]
+    for root, sources in ((CHECKOUT, CHECKOUT), (CHECKOUT / "codecs", CHECKOUT / "codecs" / "src")):
+        _install_declared(folder, root / "pyproject.toml", sources)
+    return folder
+
+
+def _install_declared(folder: Path, pyproject: Path, sources: Path) -> None:
+    project = tomllib.loads(pyproject.read_text())["project"]
     name = project["name"].replace("-", "_")
     dist_info = folder / f"{name}-{project['version']}.dist-info"
     dist_info.mkdir(exist_ok=True)
@@ -62,8 +69,7 @@ def site_with_checkout(folder: Path) -> Path:
     for group, entries in groups.items():
         lines += [f"[{group}]", *(f"{key} = {value}" for key, value in entries.items()), ""]
     (dist_info / "entry_points.txt").write_text("\n".join(lines))
-    (folder / f"{name}_checkout.pth").write_text(f"{CHECKOUT}\n")
-    return folder
+    (folder / f"{name}_checkout.pth").write_text(f"{sources}\n")
 
 
 def run_python(

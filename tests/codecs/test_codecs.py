@@ -438,7 +438,8 @@ import sys, zarr, numpy as np
 path, expected = sys.argv[1], sys.argv[2]
 array = zarr.open_array(path, mode="r")
 values = array[...]
-assert "virtualizarr_fill" in sys.modules, "the codec should have been loaded by entry point"
+assert "virtualizarr_fill_codecs" in sys.modules, "the codec should load by entry point"
+assert "virtualizarr_fill" not in sys.modules, "a reader needs the codec distribution alone"
 np.testing.assert_array_equal(values, np.load(expected))
 print("ok", [c["name"] for c in array.metadata.to_dict()["codecs"]])
 """
