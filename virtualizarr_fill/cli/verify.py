@@ -6,7 +6,9 @@ every variable of every given file with what the field's reader of that file ret
    for a multiscale group, which levels to check.
 2. Each file is parsed again and placed in the store by its coordinates
    (:mod:`._verify_placement`): a file that is not where its coordinates say, or not in
-   the store at all, is a mismatch.
+   the store at all, is a mismatch. In a mosaic built with ``--overlap``, a tile is
+   compared only where the store reads it, where it wins the overlaps
+   (:mod:`._verify_overlaps`).
 3. Each variable is compared, block by block, with its native reader's values
    (:mod:`._native`, :mod:`._verify_compare`).
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -36,6 +39,7 @@ from virtualizarr_fill.cli._verify_compare import (
     decoding_difference,
     packed_in_float32,
 )
+from virtualizarr_fill.cli._verify_overlaps import Windows, overlap_order, owned_windows
 from virtualizarr_fill.cli._verify_placement import (
     SNAPPED_FRACTION,
     CombinedOrder,
@@ -165,15 +169,19 @@ class _Sizes:
         self._levels = levels
         self._known: dict[str, _File | None] = {f.url: f for f in files}
 
+    def part(self, url: str, level: str | None = None) -> FilePart | None:
+        """The file's part of ``level``; ``None`` when it is gone or unreadable."""
+        if url not in self._known:
+            try:
+                self._known[url] = _parse_file(url, self._parser, self._levels)
+            except Exception:  # gone or unreadable: the caller says what it needs
+                self._known[url] = None
+        found = self._known[url]
+        return None if found is None else found.parts.get(level)
+
     def at(self, level: str | None) -> SizesOf:
         def sizes(url: str) -> dict[str, int] | None:
-            if url not in self._known:
-                try:
-                    self._known[url] = _parse_file(url, self._parser, self._levels)
-                except Exception:  # gone or unreadable: the caller says what it needs
-                    self._known[url] = None
-            found = self._known[url]
-            part = None if found is None else found.parts.get(level)
+            part = self.part(url, level)
             return None if part is None else part.sizes()
 
         return sizes
@@ -199,6 +207,7 @@ def _plan(
     report: _Report,
 ) -> list[_Task]:
     tasks: list[_Task] = []
+    owned = _owned(files, store, all_sizes)
     for level in store.levels:
         prefix = "" if level.name is None else f"level {level.name}: "
         sizes = all_sizes.at(level.name)
@@ -227,12 +236,23 @@ def _plan(
             except Misplaced as misplaced:
                 report.problem(file.url, f"{prefix}{misplaced}")
                 continue
+            if owned is not None and level.name is None:
+                placement = dataclasses.replace(placement, owned=owned.get(file.url, ()))
             for name in present:
                 if _comparable(file, part, name):
                     tasks.append(_Task(file, level, name, placement))
                 else:
                     report.not_compared.add(level.label(name))
     return tasks
+
+
+def _owned(files: Sequence[_File], store: VerifiedStore, all_sizes: _Sizes) -> Windows | None:
+    """In a mosaic built with ``--overlap``, the part of each tile the store reads."""
+    record = store.record
+    if record is None or record.mode != "mosaic" or not record.overlap:
+        return None
+    order = overlap_order(record, [f.url for f in files], store.inputs)
+    return owned_windows(order, all_sizes.part, record)
 
 
 # --------------------------------------------------------------------------- comparing
