@@ -12,10 +12,12 @@ every variable of every given file with what the field's reader of that file ret
 3. Each variable is compared, block by block, with its native reader's values
    (:mod:`._native`, :mod:`._verify_compare`).
 
-Output: a ``MISMATCH`` line per file or variable that differs (with the first differing
-element), an ``UNVERIFIED`` line per variable whose native reader failed, then
-``verified N arrays of M files: all equal`` (or ``K mismatches``, ``U unverified``); the
-exit code is 0 when everything is equal, 1 otherwise.
+Output: a ``SKIPPED`` line per dataset the parser refused (left out of the store, with
+the parser's reason), a ``MISMATCH`` line per file or variable that differs (with the
+first differing element), an ``UNVERIFIED`` line per variable whose native reader
+failed, then ``verified N arrays of M files: all equal`` (or ``K mismatches``,
+``U unverified``, ``S datasets not in the store (the parser refused them)``); the exit
+code is 0 when everything is equal, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class _File:
     url: str
     tiff: bool
     parts: dict[str | None, FilePart]
+    #: The datasets the parser refused (left out of the store): (dataset, reason).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -84,6 +88,8 @@ class _Report:
     lines: list[str] = field(default_factory=list)
     mismatches: int = 0
     unverified: int = 0
+    #: Datasets of the files the parser refused, so the store lacks them.
+    skipped: int = 0
     compared: int = 0
     not_compared: set[str] = field(default_factory=set)
     #: Variables of the files the store does not hold (dropped when it was built).
@@ -97,6 +103,10 @@ class _Report:
         self.unverified += 1
         self.lines.append(f"UNVERIFIED {display(url)}: {text}")
 
+    def refused(self, url: str, dataset: str, reason: str) -> None:
+        self.skipped += 1
+        self.lines.append(f"SKIPPED {display(url)}: {dataset}: {reason}")
+
     def verdict(self) -> str:
         if not self.lines:
             return "all equal"
@@ -105,6 +115,11 @@ class _Report:
             counts.append(f"{self.mismatches} mismatch{'es' if self.mismatches > 1 else ''}")
         if self.unverified:
             counts.append(f"{self.unverified} unverified")
+        if self.skipped:
+            counts.append(
+                f"{self.skipped} dataset{'s' if self.skipped > 1 else ''} not in the store "
+                "(the parser refused them)"
+            )
         return ", ".join(counts)
 
 
@@ -137,13 +152,21 @@ def _parser(store: VerifiedStore) -> Any:
 
 def _parse_file(url: str, parser: Any, levels: Sequence[str | None]) -> _File:
     from virtualizarr_fill.formats import FileFormat, detect_format
+    from virtualizarr_fill.hdf5.parser import SkippedDatasetWarning
 
     registry = registry_for([url])
-    with warnings.catch_warnings():
-        # The parser's warnings were the build's to report.
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        # The parser's warnings were the build's to report, except the datasets it
+        # left out: the store lacks them, which the comparison alone cannot show.
+        warnings.simplefilter("always")
         tiff = detect_format(url, registry) is FileFormat.TIFF
-        return _File(url, tiff, _level_parts(parser(url=url, registry=registry), levels))
+        parts = _level_parts(parser(url=url, registry=registry), levels)
+    skipped = [
+        (w.message.dataset, w.message.reason)
+        for w in caught
+        if isinstance(w.message, SkippedDatasetWarning)
+    ]
+    return _File(url, tiff, parts, skipped)
 
 
 def _parse(urls: Sequence[str], parser: Any, levels: Sequence[str | None]) -> list[_File]:
@@ -375,6 +398,9 @@ def command_verify(args: argparse.Namespace) -> int:
     levels = [level.name for level in store.levels]
     files = _parse(urls, parser, levels)
     report = _Report()
+    for file in files:
+        for dataset, reason in file.skipped:
+            report.refused(file.url, dataset, reason)
     sizes = _Sizes(files, parser, levels)
     tasks = _plan(files, store, _order(urls, store), sizes, report)
     _compare(files, tasks, store, report)
