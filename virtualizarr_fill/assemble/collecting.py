@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from virtualizarr_fill.assemble.parts import (
     part_dataset,
     time_encoding,
 )
+from virtualizarr_fill.assemble.placement import X, Y
 from virtualizarr_fill.assemble.series import check_same_structure
 from virtualizarr_fill.batching import batches
 from virtualizarr_fill.errors import IncompatibleArraysError
@@ -72,6 +74,10 @@ class Collector:
         self._combined: list[str] = []
         #: The first file's time encodings of the combined virtual variables.
         self._encodings: dict[str, tuple[Any, Any]] | None = None
+        #: A mosaic's tiles by number of bands (the first tile of each count), so that a
+        #: refusal names the tile that differs from the majority, not the second one.
+        self._band_counts: Counter[int | None] = Counter()
+        self._band_examples: dict[int | None, str] = {}
 
     def add(self, store: FileManifestStore) -> None:
         """Check and keep one parsed file."""
@@ -84,6 +90,8 @@ class Collector:
         if self._reference is None:
             self._reference = part
             self._combined = part.combined(self.dims, self.new_dim)
+        if self._other_bands(part.url, _bands(part), 1):
+            return  # refused by check_bands, once every tile is counted
         check_same_structure(self._reference, part, self.dims)
         self._check_time_encodings(part)
         self._check_encodings(part)
@@ -99,7 +107,15 @@ class Collector:
         if self._reference is None:
             self._reference, self._combined = other._reference, other._combined
             self.parts.extend(other.parts)
+            self._band_counts.update(other._band_counts)
+            self._band_examples.update(other._band_examples)
             return self
+        other_bands = self._other_bands(other._reference.url, _bands(other._reference), 0)
+        self._band_counts.update(other._band_counts)
+        for key, url in other._band_examples.items():
+            self._band_examples.setdefault(key, url)
+        if other_bands:
+            return self  # its files have the other count: refused by check_bands
         check_same_structure(self._reference, other._reference, self.dims)
         self._check_time_encodings(other._reference)
         self._check_encodings(other._reference)
@@ -175,11 +191,50 @@ class Collector:
                     )
                 )
 
+    def _other_bands(self, url: str, bands: int | None, count: int) -> bool:
+        """Count a mosaic tile's bands; whether they differ from the first tile's."""
+        if self.dims != [Y, X] or self._reference is None:
+            return False
+        self._band_counts[bands] += count
+        self._band_examples.setdefault(bands, url)
+        return bands != _bands(self._reference)
+
+    def check_bands(self) -> None:
+        """Refuse a mosaic whose tiles have different numbers of bands, naming a tile
+        whose count differs from the majority's (the first tile when it is the odd one).
+
+        Raises
+        ------
+        IncompatibleArraysError
+            The tiles' band counts differ.
+        """
+        if len(self._band_counts) < 2:
+            return
+        common = self._band_counts.most_common(1)[0][0]
+        odd = next(key for key in self._band_examples if key != common)
+
+        def described(bands: int | None) -> str:
+            if bands is None:
+                return "no 'band' dimension"
+            return f"{bands} band{'' if bands == 1 else 's'}"
+
+        raise IncompatibleArraysError(
+            f"{self._band_examples[odd]} has {described(odd)}, the other tiles (such as "
+            f"{self._band_examples[common]}) {described(common)}; the tiles of a mosaic "
+            "must have the same bands: select them first (gdal_translate -b, or rioxarray "
+            "and .isel(band=...))"
+        )
+
     def template(self) -> xr.Dataset:
         """The first file's virtual dataset."""
         if self._reference is None:
             raise ValueError("no files to combine")
         return part_dataset(self._reference)
+
+
+def _bands(part: FilePart) -> int | None:
+    """The tile's number of bands (the length of its ``band`` dimension), or None."""
+    return part.sizes().get("band")
 
 
 def _described(encoding: tuple[Any, Any] | None) -> str:
