@@ -157,3 +157,23 @@ def test_verify_of_an_overlap_mosaic_needs_the_build_order(
     code, report = _verify(capsys, out, paths[:3])
     assert code == EXIT_USAGE
     assert "from 4 tiles" in report and "(3 given)" in report
+
+
+def test_verify_of_an_overlap_repository_needs_every_tile_it_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An Icechunk repository records the order, so a subset of the tiles verifies, but
+    a tile it lists that is gone leaves its overlaps unresolved: one line naming it."""
+    paths = overlapping_tiles(tmp_path / "tiles", 13)
+    out = tmp_path / "mosaic.icechunk"
+    code, _, err = _run(capsys, "build", *paths, "--out", out, "--overlap", "last",
+                        "--workers", "0")  # fmt: skip
+    assert code == EXIT_OK, err
+    code, report = _verify(capsys, out, paths[1:])
+    assert code == EXIT_OK, report
+    assert "verified 12 arrays of 3 files: all equal" in report, report
+    paths[0].unlink()
+    code, report = _verify(capsys, out, paths[1:])
+    assert code == EXIT_USAGE, report
+    line = report.strip().splitlines()[-1]
+    assert str(paths[0]) in line and "neither given nor readable" in line, report
