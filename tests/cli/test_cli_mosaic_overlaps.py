@@ -177,3 +177,18 @@ def test_verify_of_an_overlap_repository_needs_every_tile_it_lists(
     assert code == EXIT_USAGE, report
     line = report.strip().splitlines()[-1]
     assert str(paths[0]) in line and "neither given nor readable" in line, report
+
+
+@pytest.mark.parametrize("flags", [["--overlap", "first"], ["--allow-gaps"], ["--mosaic"]])
+def test_overviews_refuse_the_mosaic_flags_they_would_ignore(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    paths = overlapping_tiles(tmp_path / "tiles", 13)
+    out = tmp_path / "mosaic.icechunk"
+    code, _, err = _run(
+        capsys, "build", *paths, "--out", out, "--overviews", "--concat-dim", "x", *flags
+    )
+    assert code == EXIT_USAGE, err
+    line = _error_line(err)
+    assert f"drop {flags[0]}" in line and "--overviews" in line, line
+    assert not out.exists()

@@ -133,6 +133,24 @@ def command_build_multiscales(args: argparse.Namespace) -> int:
         raise CliError(
             "--overviews parses in this process; drop --workers and --dask-scheduler", EXIT_USAGE
         )
+    mosaic_flags = [
+        flag
+        for flag, value in (
+            ("--mosaic", args.mosaic),
+            ("--overlap", args.overlap),
+            ("--allow-gaps", args.allow_gaps),
+        )
+        if value
+    ]
+    if mosaic_flags:
+        # The levels are concatenated along --concat-dim, not placed by the mosaic's
+        # rules: a flag that would be ignored is refused rather than build another mosaic.
+        raise CliError(
+            f"--overviews combines the files' levels along --concat-dim, without the mosaic "
+            f"placement rules: drop {', '.join(mosaic_flags)}, or build the full-resolution "
+            "mosaic without --overviews",
+            EXIT_USAGE,
+        )
     destination = Destination.parse(args.out)
     if destination.exists() and not (args.overwrite and destination.local is not None):
         raise CliError(
