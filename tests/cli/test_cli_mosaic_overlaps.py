@@ -180,7 +180,7 @@ def test_verify_of_an_overlap_repository_needs_every_tile_it_lists(
 
 
 @pytest.mark.parametrize("flags", [["--overlap", "first"], ["--allow-gaps"], ["--mosaic"]])
-def test_overviews_refuse_the_mosaic_flags_they_would_ignore(
+def test_overviews_with_concat_dim_refuse_the_mosaic_flags(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str]
 ) -> None:
     paths = overlapping_tiles(tmp_path / "tiles", 13)
@@ -190,5 +190,5 @@ def test_overviews_refuse_the_mosaic_flags_they_would_ignore(
     )
     assert code == EXIT_USAGE, err
     line = _error_line(err)
-    assert f"drop {flags[0]}" in line and "--overviews" in line, line
+    assert f"drop {flags[0]}, or drop --concat-dim" in line and "--overviews" in line, line
     assert not out.exists()

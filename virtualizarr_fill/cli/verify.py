@@ -230,8 +230,8 @@ def _plan(
     report: _Report,
 ) -> list[_Task]:
     tasks: list[_Task] = []
-    owned = _owned(files, store, all_sizes)
     for level in store.levels:
+        owned = _owned(files, store, all_sizes, level.name)
         prefix = "" if level.name is None else f"level {level.name}: "
         sizes = all_sizes.at(level.name)
         for file in files:
@@ -259,7 +259,7 @@ def _plan(
             except Misplaced as misplaced:
                 report.problem(file.url, f"{prefix}{misplaced}")
                 continue
-            if owned is not None and level.name is None:
+            if owned is not None:
                 placement = dataclasses.replace(placement, owned=owned.get(file.url, ()))
             for name in present:
                 if _comparable(file, part, name):
@@ -269,13 +269,24 @@ def _plan(
     return tasks
 
 
-def _owned(files: Sequence[_File], store: VerifiedStore, all_sizes: _Sizes) -> Windows | None:
-    """In a mosaic built with ``--overlap``, the part of each tile the store reads."""
+def _mosaic(store: VerifiedStore) -> bool:
+    """Whether the store is a mosaic: of images, or of the levels of multiscale tiles."""
     record = store.record
-    if record is None or record.mode != "mosaic" or not record.overlap:
+    if record is None:
+        return False
+    return record.mode == "mosaic" or (record.mode == "multiscales" and record.dim is None)
+
+
+def _owned(
+    files: Sequence[_File], store: VerifiedStore, all_sizes: _Sizes, level: str | None
+) -> Windows | None:
+    """In a mosaic built with ``--overlap``, the part of each tile the store reads at
+    ``level``."""
+    record = store.record
+    if record is None or not _mosaic(store) or not record.overlap:
         return None
     order = overlap_order(record, [f.url for f in files], store.inputs)
-    return owned_windows(order, all_sizes.part, record)
+    return owned_windows(order, lambda url: all_sizes.part(url, level), record)
 
 
 # --------------------------------------------------------------------------- comparing
@@ -283,8 +294,7 @@ def _owned(files: Sequence[_File], store: VerifiedStore, all_sizes: _Sizes) -> W
 
 def _snapped(store: VerifiedStore) -> frozenset[str]:
     """The dimensions whose coordinates the build snapped to a grid: a mosaic's."""
-    mosaic = store.record is not None and store.record.mode == "mosaic"
-    return frozenset({"x", "y"}) if mosaic else frozenset()
+    return frozenset({"x", "y"}) if _mosaic(store) else frozenset()
 
 
 def _tolerance(store: VerifiedStore, task: _Task, native: Any) -> float:
