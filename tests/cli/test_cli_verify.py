@@ -719,3 +719,52 @@ def test_usage_and_io_errors_are_one_line(
         lines = err.strip().splitlines()
         assert lines[-1].startswith("virtualizarr-fill: error: ") and message in lines[-1], err
         assert "internal error" not in err
+
+
+def _unknown_filter(source: Path, target: Path, name: str) -> Path:
+    """``source`` with the first filter of dataset ``name`` patched, in its header, to
+    an id no HDF5 filter has (255, of the range libhdf5 reserves for its own filters, so
+    that the message keeps its layout; the header's checksum restored): h5py cannot
+    read it, and the parser refuses the dataset."""
+    from tests._fuzz_mutations import _put, apply_ops, hdf5_structure
+
+    with h5py.File(source, "r") as f:
+        header = int(h5py.h5o.get_info(f[name].id).addr)
+    structure = hdf5_structure(str(source))
+    [message] = [m for m in structure.messages if m.header == header and m.type == 0x0B]
+    data = source.read_bytes()
+    # the filter id follows the version, the filter count and (version 1) 6 reserved bytes
+    position = message.data_pos + (8 if data[message.data_pos] == 1 else 2)
+    ops = [_put(position, 255, 2, "little"), *structure.checksum_fix(position)]
+    target.write_bytes(apply_ops(data, ops))
+    with h5py.File(target, "r") as f, pytest.raises(OSError):
+        f[name][()]
+    return target
+
+
+def test_datasets_the_parser_refused_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dataset the parser skips is not in the store: verify names it and does not
+    say "all equal"."""
+    source = tmp_path / "source.nc"
+    with netCDF4.Dataset(source, "w") as nc:
+        nc.createDimension("x", 6)
+        kept = nc.createVariable("kept", "i4", ("x",), zlib=True)
+        kept[:] = np.arange(6)
+        lost = nc.createVariable("lost", "i4", ("x",), zlib=True)
+        lost[:] = np.arange(6) * 2
+    path = _unknown_filter(source, tmp_path / "patched.nc", "lost")
+    repo = tmp_path / "patched.icechunk"
+    code, summary, err = _run(capsys, "build", str(path), "--out", str(repo), "--workers", "0")
+    assert code == EXIT_OK, err
+    assert "lost" in summary + err, summary + err  # the build warned
+
+    code, out = _verify(capsys, repo, path)
+    assert code == EXIT_MISMATCH, out
+    [line] = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert line.startswith(f"SKIPPED {path}: /lost: unsupported HDF5 filter"), line
+    assert "(id 255)" in line
+    assert [line for line in out.splitlines() if line.startswith("verified")] == [
+        "verified 1 arrays of 1 files: 1 dataset not in the store (the parser refused them)"
+    ], out

@@ -174,6 +174,7 @@ def open_virtual_mosaic(
     collector = collect(
         urls, registry, parser, executor, Collector([Y, X], new_dim=False, decode_times=None)
     )
+    collector.check_tiles()
     grid = tile_grid(collector.parts, allow_gaps=allow_gaps, overlap=overlap)
     with fill_rule(on_fill_conflict):
         return combine_tiles(collector.template(), grid, registry)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from virtualizarr_fill.assemble.parts import (
     part_dataset,
     time_encoding,
 )
+from virtualizarr_fill.assemble.placement import X, Y
 from virtualizarr_fill.assemble.series import check_same_structure
 from virtualizarr_fill.batching import batches
 from virtualizarr_fill.errors import IncompatibleArraysError
@@ -72,6 +74,11 @@ class Collector:
         self._combined: list[str] = []
         #: The first file's time encodings of the combined virtual variables.
         self._encodings: dict[str, tuple[Any, Any]] | None = None
+        #: A mosaic's tiles by number of bands and data types (the first tile of each),
+        #: so that a refusal names the tile that differs from the majority, not the
+        #: second one given.
+        self._band_counts: Counter[_TileKind] = Counter()
+        self._band_examples: dict[_TileKind, str] = {}
 
     def add(self, store: FileManifestStore) -> None:
         """Check and keep one parsed file."""
@@ -84,6 +91,8 @@ class Collector:
         if self._reference is None:
             self._reference = part
             self._combined = part.combined(self.dims, self.new_dim)
+        if self._other_kind(part.url, _kind(part), 1):
+            return  # refused by check_tiles, once every tile is counted
         check_same_structure(self._reference, part, self.dims)
         self._check_time_encodings(part)
         self._check_encodings(part)
@@ -99,7 +108,15 @@ class Collector:
         if self._reference is None:
             self._reference, self._combined = other._reference, other._combined
             self.parts.extend(other.parts)
+            self._band_counts.update(other._band_counts)
+            self._band_examples.update(other._band_examples)
             return self
+        other_kind = self._other_kind(other._reference.url, _kind(other._reference), 0)
+        self._band_counts.update(other._band_counts)
+        for key, url in other._band_examples.items():
+            self._band_examples.setdefault(key, url)
+        if other_kind:
+            return self  # its files are of the other kind: refused by check_tiles
         check_same_structure(self._reference, other._reference, self.dims)
         self._check_time_encodings(other._reference)
         self._check_encodings(other._reference)
@@ -175,11 +192,70 @@ class Collector:
                     )
                 )
 
+    def _other_kind(self, url: str, kind: _TileKind, count: int) -> bool:
+        """Count a mosaic tile's kind; whether it differs from the first tile's."""
+        if self.dims != [Y, X] or self._reference is None:
+            return False
+        self._band_counts[kind] += count
+        self._band_examples.setdefault(kind, url)
+        return kind != _kind(self._reference)
+
+    def check_tiles(self) -> None:
+        """Refuse a mosaic whose tiles have different numbers of bands or data types,
+        naming a tile that differs from the majority (the first tile when it is the odd
+        one).
+
+        Raises
+        ------
+        IncompatibleArraysError
+            The tiles' band counts or data types differ.
+        """
+        if len(self._band_counts) < 2:
+            return
+        common = self._band_counts.most_common(1)[0][0]
+        odd = next(kind for kind in self._band_examples if kind != common)
+        tile, other = self._band_examples[odd], self._band_examples[common]
+        if odd[0] != common[0]:
+
+            def described(bands: int | None) -> str:
+                if bands is None:
+                    return "no 'band' dimension"
+                return f"{bands} band{'' if bands == 1 else 's'}"
+
+            raise IncompatibleArraysError(
+                f"{tile} has {described(odd[0])}, the other tiles (such as {other}) "
+                f"{described(common[0])}; the tiles of a mosaic must have the same bands: "
+                "select them first (gdal_translate -b, or rioxarray and .isel(band=...))"
+            )
+        ours, theirs = dict(odd[1]), dict(common[1])
+        name = next(n for n in sorted(ours.keys() | theirs.keys()) if ours.get(n) != theirs.get(n))
+        raise IncompatibleArraysError(
+            f"{tile}: {name!r} is {ours.get(name, 'none')}, in the other tiles (such as "
+            f"{other}) {theirs.get(name, 'none')}; one virtual array has one data type"
+        )
+
     def template(self) -> xr.Dataset:
         """The first file's virtual dataset."""
         if self._reference is None:
             raise ValueError("no files to combine")
         return part_dataset(self._reference)
+
+
+#: A mosaic tile's number of bands (None: no ``band`` dimension) and the data type of
+#: each of its arrays along y and x.
+type _TileKind = tuple[int | None, tuple[tuple[str, str], ...]]
+
+
+def _kind(part: FilePart) -> _TileKind:
+    """What the tiles of a mosaic must share: see :data:`_TileKind`."""
+    images = tuple(
+        sorted(
+            (name, str(array.dtype))
+            for name, array in part.arrays.items()
+            if Y in part.dims[name] and X in part.dims[name]
+        )
+    )
+    return part.sizes().get("band"), images
 
 
 def _described(encoding: tuple[Any, Any] | None) -> str:

@@ -32,6 +32,7 @@ from virtualizarr_fill.assemble.placement import (
     X,
     Y,
     layout,
+    odd_one,
 )
 from virtualizarr_fill.assemble.series import assembled, leading, whole_chunk
 from virtualizarr_fill.assemble.windows import Materialised, natural_cuts, window
@@ -42,7 +43,13 @@ from virtualizarr_fill.chunk_grids import (
     grid_metadata,
 )
 from virtualizarr_fill.errors import IncompatibleArraysError
-from virtualizarr_fill.fill.conflicts import combining_variable
+from virtualizarr_fill.fill.combine import FillConflictError
+from virtualizarr_fill.fill.conflicts import (
+    FILL_CONFLICT_ADVICE,
+    combining_variable,
+    fill_conflict_rule,
+)
+from virtualizarr_fill.fill.tiff import GDAL_NODATA_ATTR
 from virtualizarr_fill.manifests.array import FillManifestArray
 
 
@@ -171,6 +178,50 @@ def _empty(donor: ManifestArray, cuts: list[list[int]]) -> FillManifestArray:
     return FillManifestArray(metadata=metadata, chunkmanifest=empty)
 
 
+def _nodata_key(part: FilePart, name: str) -> tuple[str, str, str] | None:
+    """What says which values of the tile's ``name`` are missing: its Zarr fill value,
+    ``_FillValue`` and ``missing_value``."""
+    array = part.arrays.get(name)
+    if array is None:
+        return None
+    attributes = part.var_attrs.get(name, {})
+    return (
+        repr(array.metadata.fill_value),
+        repr(attributes.get("_FillValue")),
+        repr(attributes.get("missing_value")),
+    )
+
+
+def _nodata_text(part: FilePart, name: str) -> str:
+    attributes = part.var_attrs.get(name, {})
+    for key in (GDAL_NODATA_ATTR, "_FillValue", "missing_value"):
+        if key in attributes:
+            return str(attributes[key])
+    return "none"
+
+
+def _check_nodata(parts: Sequence[FilePart], template: xr.Dataset) -> None:
+    """Refuse, unless a fill-conflict rule is set, the tile whose nodata differs from
+    the majority's, naming it (the concatenation would name the first tiles it meets)."""
+    if fill_conflict_rule() != "error":
+        return
+    for name, variable in template.variables.items():
+        if X not in variable.dims or Y not in variable.dims:
+            continue
+        key = str(name)
+        odd = odd_one(parts, functools.partial(_nodata_key, name=key))
+        if odd is None:
+            continue
+        tile, other = odd
+        raise FillConflictError(
+            f"{tile.url}: the nodata of {key!r} is {_nodata_text(tile, key)}, in the other "
+            f"tiles (such as {other.url}) {_nodata_text(other, key)}; a virtual mosaic has "
+            "one nodata value, so this tile's nodata would read as data (or the others' "
+            "data as nodata)",
+            FILL_CONFLICT_ADVICE,
+        )
+
+
 def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> xr.Dataset:
     """The mosaic of the tiles in ``grid`` (``template``: the first tile's dataset;
     ``registry``: resolves the tiles' URLs, to read the windows of overlapping tiles).
@@ -181,6 +232,7 @@ def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> x
     """
     tiles = list({id(t): t for t in (grid.cells[key] for key in sorted(grid.cells))}.values())
     parts = [tile.part for tile in tiles]
+    _check_nodata([tile.part for tile in grid.placed] or parts, template)
     top_left = parts[0]
     rows, cols = len(grid.row_edges) - 1, len(grid.col_edges) - 1
     x_values, y_values = pixel_centres(grid.transform, grid.height, grid.width)

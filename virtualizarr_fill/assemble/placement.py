@@ -161,7 +161,7 @@ def transform_of(part: FilePart) -> AFFINE:
     return (a, 0.0, float(x[0]) - a / 2, 0.0, e, float(y[0]) - e / 2)
 
 
-def _odd_one(
+def odd_one(
     parts: Sequence[FilePart], key: Callable[[FilePart], Hashable]
 ) -> tuple[FilePart, FilePart] | None:
     """A tile whose ``key`` differs from the majority's, and a tile of the majority."""
@@ -180,7 +180,7 @@ def _sizes(part: FilePart) -> tuple[int, int]:
 
 
 def _check_same(parts: Sequence[FilePart], transforms: dict[str, AFFINE]) -> None:
-    odd = _odd_one(parts, crs_of)
+    odd = odd_one(parts, crs_of)
     if odd is not None:
         raise IncompatibleArraysError(
             f"{odd[0].url} is in another coordinate reference system than the other tiles "
@@ -228,7 +228,7 @@ def _check_data_types(parts: Sequence[FilePart]) -> None:
             array = part.arrays.get(name)
             return None if array is None else str(array.dtype)
 
-        odd = _odd_one(parts, data_type)
+        odd = odd_one(parts, data_type)
         if odd is not None:
             tile, other = odd
             found = tile.arrays[name].dtype if name in tile.arrays else "none"
@@ -376,4 +376,5 @@ __all__ = [
     "X",
     "Y",
     "layout",
+    "odd_one",
 ]

@@ -200,6 +200,8 @@ class Combination:
 
         if self._collector is None:
             raise CliError("no files to combine", EXIT_BAD_INPUT)
+        with combining(self.label):
+            self._collector.check_tiles()
         template = self._collector.template()
         if self.plan.mode == "single":
             return template

@@ -4,8 +4,10 @@ need no options.
 The record is one root attribute, ``virtualizarr_fill_build``, holding a JSON text (a
 string, so that a dataset opened from the store can still be written to netCDF): the
 package version, how files were combined (``mode``: ``single``, ``series``, ``stack``,
-``mosaic`` or ``multiscales``; ``dim``), the parser options, and the number of input
-files with a digest of their sorted URLs. An Icechunk commit also lists the files it
+``mosaic`` or ``multiscales``; ``dim``; for a mosaic, ``overlap``, the tile an overlap
+takes), the parser options, and the number of input files with a digest of their sorted
+URLs and one of their URLs in the order they were combined (which tile an overlap takes
+depends on it). An Icechunk commit also lists the files it
 added in its commit metadata (``virtualizarr_fill_inputs``), so that ``--append`` can
 refuse a file the repository already holds.
 """
@@ -25,6 +27,7 @@ __all__ = [
     "RECORD_KEY",
     "BuildRecord",
     "inputs_digest",
+    "order_digest",
     "package_version",
     "recorded_inputs",
 ]
@@ -42,6 +45,11 @@ def inputs_digest(urls: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(urls)).encode()).hexdigest()
 
 
+def order_digest(urls: Iterable[str]) -> str:
+    """The SHA-256 of the newline-joined input URLs, in the order they were combined."""
+    return hashlib.sha256("\n".join(urls).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class BuildRecord:
     """How a store was built (see the module docstring)."""
@@ -50,10 +58,13 @@ class BuildRecord:
     dim: str | None = None
     allow_gaps: bool = False
     on_fill_conflict: str = "error"
+    #: Which tile a mosaic's overlap takes (``--overlap``): "first", "last" or None.
+    overlap: str | None = None
     tiff_options: dict[str, Any] = field(default_factory=dict)
     hdf5_options: dict[str, Any] = field(default_factory=dict)
     inputs: int = 0
     inputs_digest: str = ""
+    order_digest: str = ""
     version: str = ""
 
     def to_attribute(self) -> str:
@@ -80,7 +91,12 @@ class BuildRecord:
 
     def with_inputs(self, urls: Iterable[str]) -> BuildRecord:
         listed = list(urls)
-        return replace(self, inputs=len(listed), inputs_digest=inputs_digest(listed))
+        return replace(
+            self,
+            inputs=len(listed),
+            inputs_digest=inputs_digest(listed),
+            order_digest=order_digest(listed),
+        )
 
 
 def package_version() -> str:

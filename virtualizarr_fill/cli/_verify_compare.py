@@ -1,7 +1,8 @@
 """Comparing one variable of one file with the store, block by block: the native
 reader's block (aligned to the file's strips, tiles or chunks, at most
 :data:`VERIFY_BLOCK_BYTES`) against the same elements of the store, where the file's
-placement puts them.
+placement puts them; in a mosaic whose overlaps take one tile, only the elements the
+store reads from the file (:attr:`~._verify_placement.Placement.owned`).
 
 Values are equal when they are the same number (NaN equal to NaN, NaT to NaT), the same
 date, or the same text (bytes decoded as UTF-8). Floating-point values decoded at
@@ -30,6 +31,7 @@ __all__ = [
     "compare",
     "decoding_difference",
     "differences",
+    "owned_mask",
     "packed_in_float32",
 ]
 
@@ -139,6 +141,27 @@ def _store_selection(
     return tuple(selection)
 
 
+def owned_mask(
+    dims: tuple[str, ...], block: tuple[slice, ...], placement: Placement
+) -> np.ndarray | None:
+    """Which elements of the native ``block`` (over ``dims``) the store reads from the
+    file (see :attr:`Placement.owned`), broadcastable to the block; ``None``: all."""
+    if placement.owned is None or "y" not in dims or "x" not in dims:
+        return None
+    rows, cols = block[dims.index("y")], block[dims.index("x")]
+    mask = np.zeros((rows.stop - rows.start, cols.stop - cols.start), dtype=bool)
+    for r0, r1, c0, c1 in placement.owned:
+        a, b = max(r0, rows.start), min(r1, rows.stop)
+        c, d = max(c0, cols.start), min(c1, cols.stop)
+        if a < b and c < d:
+            mask[a - rows.start : b - rows.start, c - cols.start : d - cols.start] = True
+    if dims.index("y") > dims.index("x"):
+        mask = mask.T
+    shape = [1] * len(dims)
+    shape[dims.index("y")], shape[dims.index("x")] = rows.stop - rows.start, cols.stop - cols.start
+    return mask.reshape(shape)
+
+
 def compare(
     native: NativeVariable, stored: Any, placement: Placement, tolerance: float = 0.0
 ) -> Comparison:
@@ -161,17 +184,25 @@ def compare(
             result.problem = f"the store has {sizes[dim]} values along {dim!r}, the file {needed}"
             return result
     for block in blocks(native.shape, native.itemsize, native.block):
+        owned = owned_mask(native.dims, block, placement)
+        if owned is not None and not owned.any():
+            continue  # the store reads all of this block from other tiles
         where = _store_selection(store_dims, native.dims, placement, block)
         # the store first: where a damaged file fails both, its error names the chunk
         ours = np.asarray(stored[where].values)
         theirs = np.transpose(native.read(block), order)
-        result.values += theirs.size
         if ours.shape != theirs.shape:
             result.problem = f"block {where}: store shape {ours.shape}, native {theirs.shape}"
             return result
         different = differences(ours, theirs)
         if tolerance:
             different &= ~(np.abs(ours.astype(np.float64) - theirs) <= tolerance)
+        if owned is None:
+            result.values += theirs.size
+        else:
+            owned = np.broadcast_to(np.transpose(owned, order), theirs.shape)
+            different &= owned
+            result.values += int(np.count_nonzero(owned))
         count = int(np.count_nonzero(different))
         if count and not result.first:
             local = iter(int(i) for i in np.argwhere(different)[0])

@@ -56,6 +56,10 @@ class Placement:
     offsets: dict[str, int] = field(default_factory=dict)
     #: The store index along each dimension the file does not have (stacked files).
     indices: dict[str, int] = field(default_factory=dict)
+    #: The windows ``(row start, row stop, column start, column stop)``, in the file's
+    #: own pixels, that the store reads from this file: in a mosaic whose overlaps take
+    #: one tile (``--overlap``), the parts it wins; ``None``: all of it.
+    owned: tuple[tuple[int, int, int, int], ...] | None = None
 
 
 @dataclass(frozen=True)

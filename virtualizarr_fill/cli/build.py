@@ -410,6 +410,7 @@ def command_build(args: argparse.Namespace) -> int:
             record.allow_gaps,
             record.on_fill_conflict,
             scenes="time_from" in record.tiff_options,
+            overlap=record.overlap,
         )
         tiff_options, hdf5_options = record.tiff_options, record.hdf5_options
     elif destination.exists() and not (args.overwrite and destination.local is not None):
@@ -444,6 +445,7 @@ def command_build(args: argparse.Namespace) -> int:
         dim=plan.dim,
         allow_gaps=plan.allow_gaps,
         on_fill_conflict=plan.on_fill_conflict,
+        overlap=plan.overlap,
         tiff_options=tiff_options,
         hdf5_options=hdf5_options,
         version=package_version(),

@@ -123,6 +123,52 @@ def _write(
         return f"kerchunk {destination.kind} references {destination.text} (Zarr format 3)"
 
 
+def _mosaic_levels(args: argparse.Namespace) -> bool:
+    """Whether the files' levels are placed as a mosaic (``--mosaic``, or ``--overlap``
+    or ``--allow-gaps`` without ``--concat-dim``) rather than concatenated."""
+    flags = [
+        flag
+        for flag, value in (
+            ("--mosaic", args.mosaic),
+            ("--overlap", args.overlap),
+            ("--allow-gaps", args.allow_gaps),
+        )
+        if value
+    ]
+    if flags and args.concat_dim:
+        raise CliError(
+            f"--overviews with --concat-dim concatenates the files' levels along it, "
+            f"without the mosaic placement rules: drop {', '.join(flags)}, or drop "
+            "--concat-dim to place every level as a mosaic",
+            EXIT_USAGE,
+        )
+    return bool(flags)
+
+
+def _mosaic_tree(
+    trees: Sequence[xr.DataTree], urls: Sequence[str], parser: Any, args: argparse.Namespace
+) -> xr.DataTree:
+    """The files' levels, each placed as a mosaic
+    (:mod:`virtualizarr_fill.assemble.multiscale_mosaic`)."""
+    from virtualizarr_fill.assemble import fill_rule
+    from virtualizarr_fill.assemble.multiscale_mosaic import level_parts, mosaic_multiscales
+    from virtualizarr_fill.multiscale_stores import common_levels
+
+    names = common_levels(trees, urls)
+    registry = registry_for(list(urls))
+    parts = [level_parts(parser(url=url, registry=registry), names) for url in urls]
+    resampling = trees[0].attrs["multiscales"].get("resampling_method")
+    with fill_rule(args.on_fill_conflict):
+        return mosaic_multiscales(
+            parts,
+            names,
+            resampling=resampling if isinstance(resampling, str) else None,
+            allow_gaps=bool(args.allow_gaps),
+            overlap=args.overlap,
+            registry=registry,
+        )
+
+
 def command_build_multiscales(args: argparse.Namespace) -> int:
     """``build --overviews`` (see the module docstring)."""
     from virtualizarr_fill.multiscale_stores import combine_multiscales
@@ -133,6 +179,7 @@ def command_build_multiscales(args: argparse.Namespace) -> int:
         raise CliError(
             "--overviews parses in this process; drop --workers and --dask-scheduler", EXIT_USAGE
         )
+    mosaic = _mosaic_levels(args)
     destination = Destination.parse(args.out)
     if destination.exists() and not (args.overwrite and destination.local is not None):
         raise CliError(
@@ -153,13 +200,19 @@ def command_build_multiscales(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with combining(f"along {args.concat_dim!r}"):
-            tree = combine_multiscales(trees, used, args.concat_dim, combine=combine_level)
-    along = f" along {args.concat_dim!r}" if args.concat_dim else ""
+        if mosaic:
+            with combining("as a mosaic"):
+                tree = _mosaic_tree(trees, used, parser, args)
+        else:
+            with combining(f"along {args.concat_dim!r}"):
+                tree = combine_multiscales(trees, used, args.concat_dim, combine=combine_level)
+    along = " as a mosaic" if mosaic else f" along {args.concat_dim!r}" if args.concat_dim else ""
     message = f"{PROG} build --overviews: {len(used)} files{along}"
     record = BuildRecord(
         mode="multiscales",
         dim=args.concat_dim,
+        allow_gaps=bool(args.allow_gaps),
+        overlap=args.overlap,
         on_fill_conflict=args.on_fill_conflict,
         tiff_options=tiff_options,
         hdf5_options=hdf5_options,

@@ -6,20 +6,25 @@ every variable of every given file with what the field's reader of that file ret
    for a multiscale group, which levels to check.
 2. Each file is parsed again and placed in the store by its coordinates
    (:mod:`._verify_placement`): a file that is not where its coordinates say, or not in
-   the store at all, is a mismatch.
+   the store at all, is a mismatch. In a mosaic built with ``--overlap``, a tile is
+   compared only where the store reads it, where it wins the overlaps
+   (:mod:`._verify_overlaps`).
 3. Each variable is compared, block by block, with its native reader's values
    (:mod:`._native`, :mod:`._verify_compare`).
 
-Output: a ``MISMATCH`` line per file or variable that differs (with the first differing
-element), an ``UNVERIFIED`` line per variable whose native reader failed, then
-``verified N arrays of M files: all equal`` (or ``K mismatches``, ``U unverified``); the
-exit code is 0 when everything is equal, 1 otherwise.
+Output: a ``SKIPPED`` line per dataset the parser refused (left out of the store, with
+the parser's reason), a ``MISMATCH`` line per file or variable that differs (with the
+first differing element), an ``UNVERIFIED`` line per variable whose native reader
+failed, then ``verified N arrays of M files: all equal`` (or ``K mismatches``,
+``U unverified``, ``S datasets not in the store (the parser refused them)``); the exit
+code is 0 when everything is equal, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -36,6 +41,7 @@ from virtualizarr_fill.cli._verify_compare import (
     decoding_difference,
     packed_in_float32,
 )
+from virtualizarr_fill.cli._verify_overlaps import Windows, overlap_order, owned_windows
 from virtualizarr_fill.cli._verify_placement import (
     SNAPPED_FRACTION,
     CombinedOrder,
@@ -61,6 +67,8 @@ class _File:
     url: str
     tiff: bool
     parts: dict[str | None, FilePart]
+    #: The datasets the parser refused (left out of the store): (dataset, reason).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -80,6 +88,8 @@ class _Report:
     lines: list[str] = field(default_factory=list)
     mismatches: int = 0
     unverified: int = 0
+    #: Datasets of the files the parser refused, so the store lacks them.
+    skipped: int = 0
     compared: int = 0
     not_compared: set[str] = field(default_factory=set)
     #: Variables of the files the store does not hold (dropped when it was built).
@@ -93,6 +103,10 @@ class _Report:
         self.unverified += 1
         self.lines.append(f"UNVERIFIED {display(url)}: {text}")
 
+    def refused(self, url: str, dataset: str, reason: str) -> None:
+        self.skipped += 1
+        self.lines.append(f"SKIPPED {display(url)}: {dataset}: {reason}")
+
     def verdict(self) -> str:
         if not self.lines:
             return "all equal"
@@ -101,6 +115,11 @@ class _Report:
             counts.append(f"{self.mismatches} mismatch{'es' if self.mismatches > 1 else ''}")
         if self.unverified:
             counts.append(f"{self.unverified} unverified")
+        if self.skipped:
+            counts.append(
+                f"{self.skipped} dataset{'s' if self.skipped > 1 else ''} not in the store "
+                "(the parser refused them)"
+            )
         return ", ".join(counts)
 
 
@@ -133,13 +152,21 @@ def _parser(store: VerifiedStore) -> Any:
 
 def _parse_file(url: str, parser: Any, levels: Sequence[str | None]) -> _File:
     from virtualizarr_fill.formats import FileFormat, detect_format
+    from virtualizarr_fill.hdf5.parser import SkippedDatasetWarning
 
     registry = registry_for([url])
-    with warnings.catch_warnings():
-        # The parser's warnings were the build's to report.
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        # The parser's warnings were the build's to report, except the datasets it
+        # left out: the store lacks them, which the comparison alone cannot show.
+        warnings.simplefilter("always")
         tiff = detect_format(url, registry) is FileFormat.TIFF
-        return _File(url, tiff, _level_parts(parser(url=url, registry=registry), levels))
+        parts = _level_parts(parser(url=url, registry=registry), levels)
+    skipped = [
+        (w.message.dataset, w.message.reason)
+        for w in caught
+        if isinstance(w.message, SkippedDatasetWarning)
+    ]
+    return _File(url, tiff, parts, skipped)
 
 
 def _parse(urls: Sequence[str], parser: Any, levels: Sequence[str | None]) -> list[_File]:
@@ -165,15 +192,19 @@ class _Sizes:
         self._levels = levels
         self._known: dict[str, _File | None] = {f.url: f for f in files}
 
+    def part(self, url: str, level: str | None = None) -> FilePart | None:
+        """The file's part of ``level``; ``None`` when it is gone or unreadable."""
+        if url not in self._known:
+            try:
+                self._known[url] = _parse_file(url, self._parser, self._levels)
+            except Exception:  # gone or unreadable: the caller says what it needs
+                self._known[url] = None
+        found = self._known[url]
+        return None if found is None else found.parts.get(level)
+
     def at(self, level: str | None) -> SizesOf:
         def sizes(url: str) -> dict[str, int] | None:
-            if url not in self._known:
-                try:
-                    self._known[url] = _parse_file(url, self._parser, self._levels)
-                except Exception:  # gone or unreadable: the caller says what it needs
-                    self._known[url] = None
-            found = self._known[url]
-            part = None if found is None else found.parts.get(level)
+            part = self.part(url, level)
             return None if part is None else part.sizes()
 
         return sizes
@@ -200,6 +231,7 @@ def _plan(
 ) -> list[_Task]:
     tasks: list[_Task] = []
     for level in store.levels:
+        owned = _owned(files, store, all_sizes, level.name)
         prefix = "" if level.name is None else f"level {level.name}: "
         sizes = all_sizes.at(level.name)
         for file in files:
@@ -227,6 +259,8 @@ def _plan(
             except Misplaced as misplaced:
                 report.problem(file.url, f"{prefix}{misplaced}")
                 continue
+            if owned is not None:
+                placement = dataclasses.replace(placement, owned=owned.get(file.url, ()))
             for name in present:
                 if _comparable(file, part, name):
                     tasks.append(_Task(file, level, name, placement))
@@ -235,13 +269,32 @@ def _plan(
     return tasks
 
 
+def _mosaic(store: VerifiedStore) -> bool:
+    """Whether the store is a mosaic: of images, or of the levels of multiscale tiles."""
+    record = store.record
+    if record is None:
+        return False
+    return record.mode == "mosaic" or (record.mode == "multiscales" and record.dim is None)
+
+
+def _owned(
+    files: Sequence[_File], store: VerifiedStore, all_sizes: _Sizes, level: str | None
+) -> Windows | None:
+    """In a mosaic built with ``--overlap``, the part of each tile the store reads at
+    ``level``."""
+    record = store.record
+    if record is None or not _mosaic(store) or not record.overlap:
+        return None
+    order = overlap_order(record, [f.url for f in files], store.inputs)
+    return owned_windows(order, lambda url: all_sizes.part(url, level), record)
+
+
 # --------------------------------------------------------------------------- comparing
 
 
 def _snapped(store: VerifiedStore) -> frozenset[str]:
     """The dimensions whose coordinates the build snapped to a grid: a mosaic's."""
-    mosaic = store.record is not None and store.record.mode == "mosaic"
-    return frozenset({"x", "y"}) if mosaic else frozenset()
+    return frozenset({"x", "y"}) if _mosaic(store) else frozenset()
 
 
 def _tolerance(store: VerifiedStore, task: _Task, native: Any) -> float:
@@ -355,6 +408,9 @@ def command_verify(args: argparse.Namespace) -> int:
     levels = [level.name for level in store.levels]
     files = _parse(urls, parser, levels)
     report = _Report()
+    for file in files:
+        for dataset, reason in file.skipped:
+            report.refused(file.url, dataset, reason)
     sizes = _Sizes(files, parser, levels)
     tasks = _plan(files, store, _order(urls, store), sizes, report)
     _compare(files, tasks, store, report)

@@ -78,6 +78,12 @@ def combining_variable(name: str) -> Iterator[None]:
         _VARIABLE.reset(token)
 
 
+def fill_conflict_rule() -> OnConflict:
+    """The rule :func:`fill_conflicts` set for the combinations made in this context
+    (``"error"`` outside it)."""
+    return _ON_CONFLICT.get()
+
+
 def combined_variable() -> str | None:
     """The variable :func:`combining_variable` names, or None outside it."""
     return _VARIABLE.get()
@@ -148,5 +154,6 @@ __all__ = [
     "combine_fills",
     "combined_variable",
     "combining_variable",
+    "fill_conflict_rule",
     "fill_conflicts",
 ]
