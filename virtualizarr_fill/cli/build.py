@@ -452,6 +452,7 @@ def command_build(args: argparse.Namespace) -> int:
     ).with_inputs(all_inputs)
     along = "as a mosaic" if plan.mode == "mosaic" else f"along {plan.dim!r}" if plan.dim else ""
     message = f"{PROG} build: {len(parsed.used)} files {along}".rstrip()
+    snapshot: str | None
     if args.append:
         assert stored is not None and plan.dim is not None
         check_append(stored, combined, plan, destination.text, combination.parts())
@@ -459,21 +460,7 @@ def command_build(args: argparse.Namespace) -> int:
         snapshot = append_icechunk(combined, parsed.used, repo, plan.dim, message, record)
         written = f"Icechunk repository {destination.text} (snapshot {snapshot}, appended)"
     else:
-        with staged(destination, args.overwrite) as target:
-            if destination.kind == "icechunk":
-                staged_to = Destination(destination.text, "icechunk", target)
-                snapshot = write_icechunk(combined, parsed.used, staged_to, message, record)
-                written = f"Icechunk repository {destination.text} (snapshot {snapshot})"
-            else:
-                assert target is not None
-                import_optional("kerchunk", "kerchunk")
-                zarr_format = write_kerchunk(
-                    combined, target, destination.kind, args.kerchunk_format, record
-                )
-                written = (
-                    f"kerchunk {destination.kind} references {destination.text} "
-                    f"(Zarr format {zarr_format})"
-                )
+        written, snapshot = _write_new(combined, parsed.used, destination, args, message, record)
     finished = time.perf_counter()
     timings = {
         "parse": parse_done - started,
@@ -481,10 +468,55 @@ def command_build(args: argparse.Namespace) -> int:
         "write": finished - combine_done,
         "total": finished - started,
     }
-    if args.append:  # the whole arrays, not the appended slice
-        arrays = _stored_array_lines(open_icechunk_repository(destination.text), snapshot, combined)
+    _finish(written, snapshot, parsed, combined, destination, timings, notes, bool(args.append))
+    return EXIT_OK
+
+
+def _write_new(
+    combined: xr.Dataset,
+    inputs: Sequence[str],
+    destination: Destination,
+    args: argparse.Namespace,
+    message: str,
+    record: BuildRecord,
+) -> tuple[str, str | None]:
+    """Write a new store (replacing only one of ours, once the new one is complete):
+    what was written, and the Icechunk snapshot (None for kerchunk references)."""
+    snapshot = None
+    with staged(destination, args.overwrite) as target:
+        if destination.kind == "icechunk":
+            staged_to = Destination(destination.text, "icechunk", target)
+            snapshot = write_icechunk(combined, inputs, staged_to, message, record)
+            written = f"Icechunk repository {destination.text} (snapshot {snapshot})"
+        else:
+            assert target is not None
+            import_optional("kerchunk", "kerchunk")
+            zarr_format = write_kerchunk(
+                combined, target, destination.kind, args.kerchunk_format, record
+            )
+            written = (
+                f"kerchunk {destination.kind} references {destination.text} "
+                f"(Zarr format {zarr_format})"
+            )
+    return written, snapshot
+
+
+def _finish(
+    written: str,
+    snapshot: str | None,
+    parsed: _Parsed,
+    combined: xr.Dataset,
+    destination: Destination,
+    timings: dict[str, float],
+    notes: Sequence[str],
+    appended: bool,
+) -> None:
+    """Print the build summary: after an append, of the whole stored arrays."""
+    if appended:
+        assert snapshot is not None
+        repo = open_icechunk_repository(destination.text)
+        arrays = _stored_array_lines(repo, snapshot, combined)
     else:
         arrays = _array_lines(combined)
     how = _how_to_open(destination)
-    _print_summary(written, parsed, combined, arrays, timings, notes, how, bool(args.append))
-    return EXIT_OK
+    _print_summary(written, parsed, combined, arrays, timings, notes, how, appended)

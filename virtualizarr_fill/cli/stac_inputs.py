@@ -149,27 +149,16 @@ def _stored_with_decoded_time(dataset: xr.Dataset) -> xr.Dataset:
 def command_build_stac(args: argparse.Namespace) -> int:
     """``build --stac``: see the module docstring."""
     from virtualizarr_fill.cli._combine import Plan, check_append
-    from virtualizarr_fill.cli._destinations import (
-        Destination,
-        import_optional,
-        open_icechunk_repository,
-    )
+    from virtualizarr_fill.cli._destinations import Destination
     from virtualizarr_fill.cli._parse import parser_from_options, parser_options
     from virtualizarr_fill.cli._record import BuildRecord, package_version, recorded_inputs
-    from virtualizarr_fill.cli._write import (
-        append_icechunk,
-        staged,
-        write_icechunk,
-        write_kerchunk,
-    )
+    from virtualizarr_fill.cli._write import append_icechunk
     from virtualizarr_fill.cli.build import (
         _append_source,
-        _array_lines,
-        _how_to_open,
+        _finish,
         _Parsed,
-        _print_summary,
         _refuse_known,
-        _stored_array_lines,
+        _write_new,
     )
     from virtualizarr_fill.time_stack import TIME
 
@@ -216,6 +205,7 @@ def command_build_stac(args: argparse.Namespace) -> int:
     ).with_inputs(all_inputs)
     steps = combined.sizes[TIME]
     message = f"{PROG} build --stac: {len(urls)} files in {steps} time steps"
+    snapshot: str | None
     if args.append:
         check_append(stored, _stored_with_decoded_time(combined), plan, destination.text)
         message = f"{PROG} build --append --stac: {len(urls)} files in {steps} time steps"
@@ -223,31 +213,12 @@ def command_build_stac(args: argparse.Namespace) -> int:
         written = f"Icechunk repository {destination.text} (snapshot {snapshot}, appended)"
     else:
         combined = combined.assign_attrs({STAC_KEY: json.dumps(recorded, sort_keys=True)})
-        with staged(destination, args.overwrite) as target:
-            if destination.kind == "icechunk":
-                staged_to = Destination(destination.text, "icechunk", target)
-                snapshot = write_icechunk(combined, urls, staged_to, message, record)
-                written = f"Icechunk repository {destination.text} (snapshot {snapshot})"
-            else:
-                assert target is not None
-                import_optional("kerchunk", "kerchunk")
-                zarr_format = write_kerchunk(
-                    combined, target, destination.kind, args.kerchunk_format, record
-                )
-                written = (
-                    f"kerchunk {destination.kind} references {destination.text} "
-                    f"(Zarr format {zarr_format})"
-                )
+        written, snapshot = _write_new(combined, urls, destination, args, message, record)
     finished = time.perf_counter()
     timings = {
         "parse": parse_done - started,
         "write": finished - parse_done,
         "total": finished - started,
     }
-    if args.append:  # the whole arrays, not the appended steps
-        arrays = _stored_array_lines(open_icechunk_repository(destination.text), snapshot, combined)
-    else:
-        arrays = _array_lines(combined)
-    how = _how_to_open(destination)
-    _print_summary(written, parsed, combined, arrays, timings, notes, how, bool(args.append))
+    _finish(written, snapshot, parsed, combined, destination, timings, notes, bool(args.append))
     return EXIT_OK
