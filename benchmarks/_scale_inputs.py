@@ -148,3 +148,14 @@ def make_inputs(directory: Path, count: int) -> tuple[list[Path], list[Path]]:
         write_netcdf(path, index)
     stamp.write_text(json.dumps(settings))
     return tiffs, ncs
+
+
+def make_tiffs(directory: Path, count: int) -> list[Path]:
+    """Write ``count`` GeoTIFFs under ``directory`` (those already there are kept: a
+    tile's bytes depend only on its index); returns their paths, in order."""
+    tiffs = tiff_paths(directory, count)
+    (directory / "tiff").mkdir(parents=True, exist_ok=True)
+    for index, path in enumerate(tiffs):
+        if not path.exists():
+            write_tiff(path, index)
+    return tiffs

@@ -381,14 +381,78 @@ def compact(
         url=part.url,
         arrays=arrays,
         dims=reference.dims,
-        var_attrs={n: _shared(reference.var_attrs[n], a, known) for n, a in part.var_attrs.items()},
+        var_attrs={
+            n: _shared_attributes(reference.var_attrs[n], a, known)
+            for n, a in part.var_attrs.items()
+        },
         attributes=_shared(reference.attributes, part.attributes, known),
         coords={
-            n: c if along_dims.intersection(c.dims) else reference.coords[n]
+            n: _shared_coordinate(reference.coords.get(n), c, known)
+            if along_dims.intersection(c.dims)
+            else reference.coords[n]
             for n, c in part.coords.items()
         },
         coord_names=reference.coord_names,
     )
+
+
+def _shared_attributes(
+    reference: dict[str, Any], attributes: dict[str, Any], known: Known | None = None
+) -> dict[str, Any]:
+    """``reference`` where it equals ``attributes``, else ``attributes`` with each value
+    equal to ``reference``'s replaced by that one object (the tie points of a GeoTIFF
+    differ from tile to tile; its pixel scale and CRS do not)."""
+    shared = _shared(reference, attributes, known)
+    if shared is reference:
+        return reference
+    return {
+        k: reference[k] if k in reference and _same_value(reference[k], v) else v
+        for k, v in attributes.items()
+    }
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two attribute values are equal and of the same types all through (``1``
+    and ``1.0`` are equal, and written differently)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+    return isinstance(a, (str, int, float, bytes)) and bool(a == b)
+
+
+def _shared_coordinate(
+    reference: xr.Variable | None, coordinate: xr.Variable, known: Known | None = None
+) -> xr.Variable:
+    """``coordinate``, a file's own coordinate along a combined dimension, keeping
+    only its values of its own: ``reference`` itself where it equals it (the ``x`` of
+    tiles in one column), else its attributes and encoding shared with ``reference``'s
+    where equal. Each decoded coordinate holds an encoding of its own (chunks, codecs,
+    fill value), which, kept for every file, outweighs the values of a small tile."""
+    if reference is None or coordinate is reference:
+        return coordinate
+    if known is not None and id(coordinate) in known:
+        return known[id(coordinate)]
+    attrs = _shared(reference.attrs, coordinate.attrs, known)
+    encoding = _shared(reference.encoding, coordinate.encoding, known)
+    if (
+        attrs is reference.attrs
+        and encoding is reference.encoding
+        and coordinate.dims == reference.dims
+        and coordinate.dtype == reference.dtype
+        and np.array_equal(coordinate.values, reference.values)
+    ):
+        shared = reference
+    else:
+        # The combination only reads a part's coordinates (their values, attributes
+        # and encoding), so the dictionaries may be shared; xarray's constructor would
+        # copy them.
+        shared = xr.Variable(coordinate.dims, coordinate.data)
+        shared._attrs = attrs or None
+        shared._encoding = encoding or None
+    if known is not None:
+        known[id(coordinate)] = shared
+    return shared
 
 
 def common_attributes(

@@ -437,6 +437,10 @@ def command_build(args: argparse.Namespace) -> int:
         combined = combination.result()
     notes = [str(w.message) for w in caught]
     plan = combination.plan
+    if not args.append:
+        # ``combined`` holds what the files' parts gave it: freed before writing, their
+        # memory serves the writer, and the peak holds one of the two
+        del combination
     combine_done = time.perf_counter()
 
     all_inputs = [*known, *parsed.used]
