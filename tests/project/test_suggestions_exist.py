@@ -47,6 +47,7 @@ _NOT_SUGGESTIONS = {
     ("tiff/file_layouts.py", "page"): "a variable label, band_data[page=N]",
     ("manifests/array.py", "axis"): "np.concatenate's axis, which the message refuses",
     ("stac/open.py", "join"): "matches xarray's alignment error, not a message of ours",
+    ("assemble/collecting.py", "band"): "a dimension name for xarray's .isel(band=...)",
 }
 
 #: Functions outside this package whose keywords messages suggest.
