@@ -102,3 +102,38 @@ def test_build_group_not_aligned_reads_root_as_xarray(
     assert np.isnan(expected["y"].values).any()
     for name in ("foo", "y", "intscalar", "scalar"):
         xr.testing.assert_identical(actual[name].variable, expected[name].variable)
+
+
+@pytest.mark.parametrize("name", ["cog.tif", "cog_uint8_rgb_mask.tif"])
+def test_build_overviews_as_parquet_reads_as_rasterio(
+    corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """``build --overviews`` writes kerchunk parquet references (once a KeyError in
+    kerchunk's parquet writer); every level reads back as rasterio reads that overview,
+    its mask as rasterio's dataset mask, and the root group says how to open a level."""
+    import rasterio
+
+    from virtualizarr_fill.writers.repository import MultiscaleGroupError
+
+    path = corpus_dir / "cogeotiff+rio-tiler" / name
+    refs = tmp_path / "pyramid.parquet"
+    code = main(["build", str(path), "--overviews", "--out", str(refs)])
+    _, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    with pytest.raises(MultiscaleGroupError, match="group='0'"):
+        open_kerchunk(refs)
+    with rasterio.open(path) as src:
+        factors = src.overviews(1)
+        has_mask = rasterio.enums.MaskFlags.per_dataset in src.mask_flag_enums[0]
+    assert factors
+    for level in range(len(factors) + 1):
+        with rasterio.open(path, overview_level=level - 1 if level else None) as src:
+            expected, expected_mask = src.read(), src.dataset_mask()
+            xs, _ = src.xy(np.zeros(src.width), np.arange(src.width))
+            _, ys = src.xy(np.arange(src.height), np.zeros(src.height))
+        actual = open_kerchunk(refs, group=str(level), mask_and_scale=False).load()
+        np.testing.assert_array_equal(actual["band_data"].values, expected)
+        np.testing.assert_allclose(actual["x"].values, xs, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(actual["y"].values, ys, rtol=0, atol=1e-9)
+        if has_mask:
+            np.testing.assert_array_equal(actual["mask"].values != 0, expected_mask != 0)

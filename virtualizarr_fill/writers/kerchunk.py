@@ -131,10 +131,59 @@ def write_kerchunk_parquet_v3(
     Read it back with ``fsspec.filesystem("reference", fo=url, ...)`` and open the
     mapper with ``zarr_format=3``.
     """
+    metadata, chunk_refs = kerchunk_refs_v3_for_parquet(ds)
+    _write_parquet_v3(
+        metadata,
+        chunk_refs,
+        url,
+        record_size=record_size,
+        categorical_threshold=categorical_threshold,
+    )
+
+
+def write_kerchunk_parquet_v3_groups(
+    root_attributes: dict[str, Any],
+    groups: dict[str, xr.Dataset],
+    url: str,
+    *,
+    record_size: int = 100_000,
+    categorical_threshold: int = 10,
+) -> None:
+    """Write a root group holding the datasets ``groups`` (each under its name, e.g. the
+    levels ``"0"``, ``"1"``... of a multiscale group) as one kerchunk parquet reference
+    store of Zarr format 3 metadata, laid out as :func:`write_kerchunk_parquet_v3` lays
+    out one dataset.
+
+    Read it back with ``virtualizarr_fill.open_kerchunk(url, group=name)``.
+    """
+    metadata: dict[str, Any] = {
+        "zarr.json": {"zarr_format": 3, "node_type": "group", "attributes": root_attributes}
+    }
+    chunk_refs: dict[str, Any] = {}
+    for name, ds in groups.items():
+        group_metadata, group_refs = kerchunk_refs_v3_for_parquet(ds)
+        metadata.update({f"{name}/{key}": value for key, value in group_metadata.items()})
+        chunk_refs.update({f"{name}/{key}": value for key, value in group_refs.items()})
+    _write_parquet_v3(
+        metadata,
+        chunk_refs,
+        url,
+        record_size=record_size,
+        categorical_threshold=categorical_threshold,
+    )
+
+
+def _write_parquet_v3(
+    metadata: dict[str, Any],
+    chunk_refs: dict[str, Any],
+    url: str,
+    *,
+    record_size: int,
+    categorical_threshold: int,
+) -> None:
     import fsspec
     from fsspec.implementations.reference import LazyReferenceMapper
 
-    metadata, chunk_refs = kerchunk_refs_v3_for_parquet(ds)
     fs, root = fsspec.core.url_to_fs(url)
     out = LazyReferenceMapper.create(
         root=root, fs=fs, record_size=record_size, categorical_threshold=categorical_threshold
@@ -262,7 +311,7 @@ def _parquet_remote_protocol(references: Path) -> str | None:
         return None
     import pandas as pd
 
-    for records in sorted(references.glob("*/refs.*.parq")):
+    for records in sorted(references.glob("**/refs.*.parq")):
         paths = pd.read_parquet(records, columns=["path"])["path"].dropna()
         if len(paths):
             url = str(paths.iloc[0])
@@ -428,4 +477,5 @@ __all__ = [
     "remote_filesystem_options",
     "to_kerchunk",
     "write_kerchunk_parquet_v3",
+    "write_kerchunk_parquet_v3_groups",
 ]
