@@ -18,6 +18,8 @@ key encoding (``<array>/0.3``) that reader expects.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,6 +125,26 @@ def kerchunk_refs_v3_for_parquet(ds: xr.Dataset) -> tuple[dict[str, Any], dict[s
     return metadata, chunk_refs
 
 
+#: A ``categorical_threshold`` fsspec never reaches: its parquet reader reads a missing
+#: chunk's null path as NaN in a categorical column (None otherwise), and then fails with
+#: a ``TypeError`` instead of reporting the chunk missing (read as the fill value).
+_NEVER_CATEGORICAL = sys.maxsize
+
+
+def _categorical_threshold(datasets: Iterable[xr.Dataset], requested: int) -> int:
+    """``requested``, or :data:`_NEVER_CATEGORICAL` when an array of ``datasets`` has
+    chunks missing from its manifest (the holes of a mosaic, unwritten HDF5 chunks)."""
+    for ds in datasets:
+        for variable in ds.variables.values():
+            data = variable.data
+            if (
+                isinstance(data, ManifestArray)
+                and (upstream.manifest_paths(data.manifest) == "").any()
+            ):
+                return _NEVER_CATEGORICAL
+    return requested
+
+
 def write_kerchunk_parquet_v3(
     ds: xr.Dataset, url: str, *, record_size: int = 100_000, categorical_threshold: int = 10
 ) -> None:
@@ -137,7 +159,7 @@ def write_kerchunk_parquet_v3(
         chunk_refs,
         url,
         record_size=record_size,
-        categorical_threshold=categorical_threshold,
+        categorical_threshold=_categorical_threshold([ds], categorical_threshold),
     )
 
 
@@ -169,7 +191,7 @@ def write_kerchunk_parquet_v3_groups(
         chunk_refs,
         url,
         record_size=record_size,
-        categorical_threshold=categorical_threshold,
+        categorical_threshold=_categorical_threshold(groups.values(), categorical_threshold),
     )
 
 
@@ -298,7 +320,7 @@ def to_kerchunk(
         refs,
         url=str(filepath),
         record_size=record_size,
-        categorical_threshold=categorical_threshold,
+        categorical_threshold=_categorical_threshold([ds], categorical_threshold),
     )
     return None
 
