@@ -146,6 +146,8 @@ def _json_value(value: Any) -> Any:
         # ISO 8601 in the array's own unit (``NaT`` stays ``NaT``); ``.item()`` would give a
         # datetime object, or an int for units finer than microseconds.
         return str(value)
+    if isinstance(value, np.ndarray):
+        return [_json_value(item) for item in value.tolist()]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
