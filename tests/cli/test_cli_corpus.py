@@ -137,3 +137,24 @@ def test_build_overviews_as_parquet_reads_as_rasterio(
         np.testing.assert_allclose(actual["y"].values, ys, rtol=0, atol=1e-9)
         if has_mask:
             np.testing.assert_array_equal(actual["mask"].values != 0, expected_mask != 0)
+
+
+@pytest.mark.parametrize(
+    "relative", ["rasterio+rasterio/cogeo.tif", "mapnik+test-data/stefan_full_ycbcr_mask.tif"]
+)
+def test_build_jpeg_tiff_as_parquet_reads_as_rasterio(
+    corpus_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], relative: str
+) -> None:
+    """JPEG-compressed TIFFs as parquet references: their codec's JPEG tables (base64 in
+    the metadata) once reached the parquet metadata as bytes (an internal TypeError)."""
+    import rasterio
+
+    path = corpus_dir / relative
+    refs = tmp_path / "jpeg.parquet"
+    code = main(["build", str(path), "--out", str(refs)])
+    _, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    with rasterio.open(path) as src:
+        expected = src.read()
+    actual = open_kerchunk(refs, mask_and_scale=False).load()
+    np.testing.assert_array_equal(actual["band_data"].values, expected)

@@ -108,7 +108,9 @@ def kerchunk_refs_v3_for_parquet(ds: xr.Dataset) -> tuple[dict[str, Any], dict[s
         elif key.endswith("/zarr.json"):
             array = key.removesuffix("/zarr.json")
             document = json.loads(value)
-            parsed = ArrayV3Metadata.from_dict(document)
+            # parsed from its own copy: codecs decode their settings in place (base64 JPEG
+            # tables into bytes), which the JSON of the parquet metadata cannot hold
+            parsed = ArrayV3Metadata.from_dict(json.loads(value))
             documents[array] = parsed
             metadata[key] = _v2_keyed(document)
             grid_shape = chunk_grid(parsed).grid_shape
