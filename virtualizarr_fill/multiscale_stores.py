@@ -203,6 +203,20 @@ def multiscales_to_kerchunk(
     ``format="dict"`` returns the references; ``"json"`` and ``"parquet"`` write them to
     ``target`` (a file, or a directory for parquet).
     """
+    if format == "parquet":
+        if target is None:
+            raise ValueError("format='parquet' needs a target path")
+        from virtualizarr_fill.writers.kerchunk import write_kerchunk_parquet_v3_groups
+
+        levels: dict[str, xr.Dataset] = {}
+        for name in levels_of(tree.attrs):  # type: ignore[arg-type]
+            levels[name] = tree[name].to_dataset()
+            levels[name].attrs = dict(tree[name].attrs)
+        # fsspec's parquet reader needs format 3 references laid out as that module does
+        write_kerchunk_parquet_v3_groups(
+            {str(k): v for k, v in tree.attrs.items()}, levels, str(target)
+        )
+        return None
     refs: dict[str, Any] = {
         "zarr.json": json.dumps(
             {"zarr_format": 3, "node_type": "group", "attributes": dict(tree.attrs)}
@@ -218,12 +232,7 @@ def multiscales_to_kerchunk(
         return document
     if target is None:
         raise ValueError(f"format={format!r} needs a target path")
-    if format == "json":
-        Path(target).write_text(json.dumps(document))
-        return None
-    from kerchunk.df import refs_to_dataframe
-
-    refs_to_dataframe(document, str(target))
+    Path(target).write_text(json.dumps(document))
     return None
 
 

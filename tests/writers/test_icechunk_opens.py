@@ -269,7 +269,7 @@ def test_multiscale_kerchunk_references_say_how_to_open_a_level(
     make_gdal_features.write_cog(
         cog, height=96, width=64, block=32, overview_factors=(2,), mask=False
     )
-    # JSON: build --overviews fails writing parquet references (KeyError in kerchunk.df)
+    # JSON (parquet references of a multiscale group: tests/cli/test_cli_corpus.py)
     refs = tmp_path / "pyramid.json"
     _built(capsys, str(cog), "--overviews", "--out", str(refs))
     with pytest.raises(MultiscaleGroupError) as raised:

@@ -83,8 +83,8 @@ def test_hdf5_crop_v3_parquet_and_unwritten_chunks(
     expected = np.concatenate([native_hdf5(p) for p in paths], axis=1)
     np.testing.assert_array_equal(_read_parquet(tmp_path / "h5.parq").data.values, expected)
 
-    # Unwritten chunks have no reference and read as the fill value. (Not with parquet:
-    # fsspec's parquet reader fails on absent references under pandas 3, format 2 too.)
+    # Unwritten chunks have no reference and read as the fill value (parquet:
+    # tests/writers/test_kerchunk_parquet_holes.py).
     paths = [concat_fixtures[f"chunked_fill_{k}"] for k in range(2)]
     vds = xr.concat([virtual_dataset({"data": hdf5_manifest_array(p)}) for p in paths], dim="y")
     expected = np.concatenate([native_hdf5(p) for p in paths], axis=1)

@@ -204,7 +204,8 @@ def _same_values(a: xr.Variable, b: xr.Variable) -> bool:
     """Whether two coordinates hold the same values on the same dimensions."""
     if a.dims != b.dims or a.shape != b.shape:
         return False
-    return bool(np.array_equal(np.asarray(a.values), np.asarray(b.values)))
+    # NaN (a coordinate's decoded fill value) equals NaN, as in xarray's join="exact"
+    return bool(a.equals(b))
 
 
 def check_same_structure(reference: FilePart, part: FilePart, dims: Sequence[str]) -> None:

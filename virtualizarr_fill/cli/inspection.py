@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ import numpy as np
 from virtualizarr_fill.cli._errors import EXIT_OK, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs, registry_for
 from virtualizarr_fill.cli._parse import describe_failure, make_parser, recording, warning_texts
+from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.formats import detect_format
 from virtualizarr_fill.report import ParseReport
 
@@ -138,6 +140,14 @@ def _finding_text(finding: dict[str, Any]) -> str:
 
 
 def _json_value(value: Any) -> Any:
+    """``value`` as JSON can hold it. Also ``json.dump``'s ``default``, which must never return
+    its argument unchanged (json then reports a circular reference)."""
+    if isinstance(value, np.datetime64 | np.timedelta64):
+        # ISO 8601 in the array's own unit (``NaT`` stays ``NaT``); ``.item()`` would give a
+        # datetime object, or an int for units finer than microseconds.
+        return str(value)
+    if isinstance(value, np.ndarray):
+        return [_json_value(item) for item in value.tolist()]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -146,7 +156,9 @@ def _json_value(value: Any) -> Any:
         return value.decode("utf-8", "replace")
     if isinstance(value, complex):
         return [_json_value(value.real), _json_value(value.imag)]
-    return value
+    if value is None or isinstance(value, str | int | float | list | dict):
+        return value
+    return str(value)
 
 
 def _recorded_notes(report: ParseReport, path: str) -> tuple[list[str], list[str]]:
@@ -226,6 +238,55 @@ def describe_array(
     }
 
 
+_NOT_ALIGNED = re.compile(r"group '([^']+)' is not aligned with its parents")
+
+
+def _group_sizes(group: Any) -> dict[str, int]:
+    """The dimension lengths of a manifest group's own arrays."""
+    sizes: dict[str, int] = {}
+    for array in group.arrays.values():
+        names = array.metadata.dimension_names or ()
+        for dim, length in zip(names, array.shape, strict=False):
+            sizes[str(dim)] = int(length)
+    return sizes
+
+
+def _misalignment(root: Any, path: str) -> str:
+    """Why the group at ``path`` does not align with its parents: a dimension whose length
+    differs from an ancestor's, else the coordinates it inherits."""
+    names = [name for name in path.strip("/").split("/") if name]
+    chain = [("/", root)]
+    for depth, name in enumerate(names):
+        chain.append(("/" + "/".join(names[: depth + 1]), chain[-1][1].groups[name]))
+    own = _group_sizes(chain[-1][1])
+    for ancestor_path, ancestor in reversed(chain[:-1]):
+        for dim, length in _group_sizes(ancestor).items():
+            if own.get(dim, length) != length:
+                return (
+                    f"dimension {dim!r} has length {own[dim]} there and {length} "
+                    f"in {ancestor_path!r}"
+                )
+    return "its coordinates differ from those it inherits"
+
+
+def _virtual_tree(store: Any, url: str) -> Any:
+    """The file's virtual DataTree. A group xarray cannot align with its parents
+    (``xr.open_datatree`` refuses such a file too) is one line naming the group and why."""
+    try:
+        # Describing arrays needs no decoded times (nor cftime for model calendars).
+        return store.to_virtual_datatree(loadable_variables=[], decode_times=False)
+    except ValueError as error:
+        found = _NOT_ALIGNED.search(str(error))
+        if found is None:
+            raise
+        path = found.group(1)
+        raise IncompatibleArraysError(
+            f"{display(url)}: group {path!r} is not aligned with its parents "
+            f"({_misalignment(store._group, path)}), so xarray.open_datatree refuses this "
+            f"file too; inspect the group alone with --hdf5-option group={path}"
+        ) from None
+
+
 def inspect_file(url: str, parser: Any) -> dict[str, Any]:
     """Parse one file and describe every array of every group (JSON-ready)."""
     started = time.perf_counter()
@@ -240,8 +301,7 @@ def inspect_file(url: str, parser: Any) -> dict[str, Any]:
     with recording() as (report, caught):
         entry["format"] = detect_format(url, registry).value
         store = parser(url, registry)
-        # Describing arrays needs no decoded times (nor cftime for model calendars).
-        tree = store.to_virtual_datatree(loadable_variables=[], decode_times=False)
+        tree = _virtual_tree(store, url)
         for node in tree.subtree:
             dataset = node.to_dataset(inherit=False)
             arrays = [

@@ -7,12 +7,7 @@ writes all three, choosing format 3 by default where an array needs it. Format 2
 references are VirtualiZarr's, corrected to read as the file does
 (:mod:`virtualizarr_fill.writers.kerchunk_v2`).
 
-Kerchunk parquet references hold Zarr format 3 metadata here as follows. fsspec's
-parquet reference reader finds an array's chunk records through a ``<array>/.zarray``
-entry giving the number of chunks per axis, so each array gets such an index entry
-(shape = chunk-grid shape, chunks = 1, no data type: a Zarr format 2 reader cannot
-mistake it for an array) next to its ``zarr.json``, and chunk keys use the ``v2`` chunk
-key encoding (``<array>/0.3``) that reader expects.
+Parquet references are laid out by :mod:`virtualizarr_fill.writers.kerchunk_parquet`.
 """
 
 from __future__ import annotations
@@ -23,13 +18,17 @@ from typing import Any, Literal
 
 import xarray as xr
 from virtualizarr.manifests import ManifestArray
-from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.chunk_grids import chunk_grid, is_rectilinear
+from virtualizarr_fill.chunk_grids import is_rectilinear
 from virtualizarr_fill.codec_chains import edge_handling_of
 from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.fill.attributes import with_array_fill_attributes
-from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.writers.kerchunk_parquet import (
+    kerchunk_refs_v3_for_parquet,
+    parquet_categorical_threshold,
+    write_kerchunk_parquet_v3,
+    write_kerchunk_parquet_v3_groups,
+)
 from virtualizarr_fill.writers.kerchunk_v2 import format_2_problem, kerchunk_refs_v2
 
 
@@ -78,81 +77,6 @@ class ZarrFormat2Error(UnsupportedFeatureError):
     def __init__(self, problem: str, advice: str) -> None:
         super().__init__(f"{problem}; {advice}")
         self.problem = problem
-
-
-def _v2_keyed(metadata: dict[str, Any]) -> dict[str, Any]:
-    document = dict(metadata)
-    document["chunk_key_encoding"] = {"name": "v2", "configuration": {"separator": "."}}
-    return document
-
-
-def _chunk_index_key(metadata: ArrayV3Metadata, chunk_key: str) -> str:
-    indices = metadata.chunk_key_encoding.decode_chunk_key(chunk_key)
-    return ".".join(str(i) for i in indices) if indices else "0"
-
-
-def kerchunk_refs_v3_for_parquet(ds: xr.Dataset) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Zarr format 3 references of ``ds`` laid out for fsspec's parquet reference reader.
-
-    Returns ``(metadata, chunk_refs)``: the metadata documents (including each array's
-    chunk-count index entry) and the chunk references keyed ``<array>/<i>.<j>``.
-    """
-    refs = upstream.kerchunk_writer("dataset_to_kerchunk_refs")(ds, zarr_format=3)["refs"]
-    metadata: dict[str, Any] = {}
-    documents: dict[str, ArrayV3Metadata] = {}
-    for key, value in refs.items():
-        if key == "zarr.json":
-            metadata[key] = json.loads(value)
-        elif key.endswith("/zarr.json"):
-            array = key.removesuffix("/zarr.json")
-            document = json.loads(value)
-            parsed = ArrayV3Metadata.from_dict(document)
-            documents[array] = parsed
-            metadata[key] = _v2_keyed(document)
-            grid_shape = chunk_grid(parsed).grid_shape
-            metadata[f"{array}/.zarray"] = {
-                "shape": list(grid_shape),
-                "chunks": [1] * len(grid_shape),
-            }
-    chunk_refs: dict[str, Any] = {}
-    for key, value in refs.items():
-        if key == "zarr.json" or key.endswith("/zarr.json"):
-            continue
-        array, _, chunk_key = key.partition("/")
-        chunk_refs[f"{array}/{_chunk_index_key(documents[array], chunk_key)}"] = value
-    return metadata, chunk_refs
-
-
-def write_kerchunk_parquet_v3(
-    ds: xr.Dataset, url: str, *, record_size: int = 100_000, categorical_threshold: int = 10
-) -> None:
-    """Write ``ds``'s Zarr format 3 references as a kerchunk parquet reference store.
-
-    Read it back with ``fsspec.filesystem("reference", fo=url, ...)`` and open the
-    mapper with ``zarr_format=3``.
-    """
-    import fsspec
-    from fsspec.implementations.reference import LazyReferenceMapper
-
-    metadata, chunk_refs = kerchunk_refs_v3_for_parquet(ds)
-    fs, root = fsspec.core.url_to_fs(url)
-    out = LazyReferenceMapper.create(
-        root=root, fs=fs, record_size=record_size, categorical_threshold=categorical_threshold
-    )
-    for key, document in metadata.items():
-        if "/" in key:
-            # Array documents go straight into the consolidated metadata the reader serves.
-            out.zmetadata[key] = document
-        else:
-            out[key] = json.dumps(document)
-    for key in sorted(chunk_refs, key=_ref_sort_key):
-        out[key] = chunk_refs[key]
-    out.flush()
-
-
-def _ref_sort_key(key: str) -> tuple[str, tuple[int, ...]]:
-    array, _, index = key.rpartition("/")
-    return array, tuple(int(i) for i in index.split("."))
 
 
 def to_kerchunk(
@@ -249,7 +173,7 @@ def to_kerchunk(
         refs,
         url=str(filepath),
         record_size=record_size,
-        categorical_threshold=categorical_threshold,
+        categorical_threshold=parquet_categorical_threshold([ds], categorical_threshold),
     )
     return None
 
@@ -262,7 +186,7 @@ def _parquet_remote_protocol(references: Path) -> str | None:
         return None
     import pandas as pd
 
-    for records in sorted(references.glob("*/refs.*.parq")):
+    for records in sorted(references.glob("**/refs.*.parq")):
         paths = pd.read_parquet(records, columns=["path"])["path"].dropna()
         if len(paths):
             url = str(paths.iloc[0])
@@ -428,4 +352,5 @@ __all__ = [
     "remote_filesystem_options",
     "to_kerchunk",
     "write_kerchunk_parquet_v3",
+    "write_kerchunk_parquet_v3_groups",
 ]
