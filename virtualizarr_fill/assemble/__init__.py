@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import xarray as xr
 
+from virtualizarr_fill.assemble.attributes import dropped_attributes
 from virtualizarr_fill.assemble.collecting import Collector, collect
 from virtualizarr_fill.assemble.mosaic import X, Y, combine_tiles, tile_grid
-from virtualizarr_fill.assemble.parts import FilePart, dropped_attributes
+from virtualizarr_fill.assemble.parts import FilePart
 from virtualizarr_fill.assemble.placement import Overlap
 from virtualizarr_fill.assemble.series import combine_parts, order_parts
 

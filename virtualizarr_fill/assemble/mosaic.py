@@ -21,8 +21,9 @@ import xarray as xr
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 from zarr.core.chunk_grids import FixedDimension
 
+from virtualizarr_fill.assemble.attributes import common_attributes
 from virtualizarr_fill.assemble.overlaps import check_overlaps, read_window, tile_bounds
-from virtualizarr_fill.assemble.parts import FilePart, common_attributes
+from virtualizarr_fill.assemble.parts import FilePart
 from virtualizarr_fill.assemble.placement import (
     AFFINE,
     GRID_MAPPING,

@@ -32,7 +32,8 @@ import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
-from virtualizarr_fill.assemble.parts import FilePart, common_attributes, recording_dropped
+from virtualizarr_fill.assemble.attributes import common_attributes, recording_dropped
+from virtualizarr_fill.assemble.parts import FilePart
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES, combining_variable
@@ -320,7 +321,7 @@ def assembled(
     """A dataset of ``variables`` in ``template``'s order and roles (coordinates stay
     coordinates), with the attributes the files agree on; those they do not (the
     dataset's, and each variable's in ``dropped``) recorded for
-    :func:`~.parts.dropped_attributes`."""
+    :func:`~.attributes.dropped_attributes`."""
     coord_names = set(template.coords)
     attrs = common_attributes([part.attributes for part in parts], dropped.setdefault("", set()))
     ds = with_array_fill_attributes(

@@ -4,6 +4,7 @@ beside their final path and moved into place only when complete."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -12,7 +13,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from virtualizarr_fill.cli._destinations import Destination, create_icechunk_repository
+from virtualizarr_fill.cli._destinations import (
+    Destination,
+    create_icechunk_repository,
+    import_optional,
+)
 from virtualizarr_fill.cli._errors import EXIT_USAGE, CliError
 from virtualizarr_fill.cli._record import INPUTS_KEY, RECORD_KEY, BuildRecord
 from virtualizarr_fill.cli.progress import Progress
@@ -28,6 +33,7 @@ __all__ = [
     "virtual_names",
     "write_icechunk",
     "write_kerchunk",
+    "write_new_store",
 ]
 
 
@@ -223,3 +229,32 @@ def _swap_directory(new: Path, final: Path, aside: Path) -> None:
     except BaseException:
         os.replace(aside, final)
         raise
+
+
+def write_new_store(
+    combined: xr.Dataset,
+    inputs: Sequence[str],
+    destination: Destination,
+    args: argparse.Namespace,
+    message: str,
+    record: BuildRecord,
+) -> tuple[str, str | None]:
+    """Write a new store (replacing only one of ours, once the new one is complete):
+    what was written, and the Icechunk snapshot (None for kerchunk references)."""
+    snapshot = None
+    with staged(destination, args.overwrite) as target:
+        if destination.kind == "icechunk":
+            staged_to = Destination(destination.text, "icechunk", target)
+            snapshot = write_icechunk(combined, inputs, staged_to, message, record)
+            written = f"Icechunk repository {destination.text} (snapshot {snapshot})"
+        else:
+            assert target is not None
+            import_optional("kerchunk", "kerchunk")
+            zarr_format = write_kerchunk(
+                combined, target, destination.kind, args.kerchunk_format, record
+            )
+            written = (
+                f"kerchunk {destination.kind} references {destination.text} "
+                f"(Zarr format {zarr_format})"
+            )
+    return written, snapshot

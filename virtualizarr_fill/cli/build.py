@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from virtualizarr_fill.cli._combine import Combination, Plan, check_append
 from virtualizarr_fill.cli._destinations import (
     Destination,
-    import_optional,
     is_icechunk_repository,
     open_icechunk_repository,
 )
@@ -34,13 +33,8 @@ from virtualizarr_fill.cli._parse import (
 )
 from virtualizarr_fill.cli._record import BuildRecord, package_version, recorded_inputs
 from virtualizarr_fill.cli._settings import POOL_THRESHOLD
-from virtualizarr_fill.cli._write import (
-    append_icechunk,
-    staged,
-    virtual_names,
-    write_icechunk,
-    write_kerchunk,
-)
+from virtualizarr_fill.cli._summary import print_build_summary
+from virtualizarr_fill.cli._write import append_icechunk, write_new_store
 from virtualizarr_fill.cli.progress import Progress
 from virtualizarr_fill.cli.scenes import check_scene_arguments, scene_parser_options
 from virtualizarr_fill.report import ParseReport
@@ -253,124 +247,6 @@ def _refuse_known(urls: Sequence[str], known: Sequence[str], where: str) -> None
 # --------------------------------------------------------------------------- summary
 
 
-def _chunk_count(dataset: xr.Dataset) -> int:
-    return sum(
-        sum(1 for _ in dataset.variables[n].data.manifest.iter_nonempty_paths())
-        for n in virtual_names(dataset)
-    )
-
-
-def _grid_summary(metadata: Any) -> str:
-    """``(regular grid)``, ``(rectilinear grid, truncate)``... of a Zarr array's metadata."""
-    from zarr.core.metadata.v3 import RegularChunkGridMetadata
-
-    from virtualizarr_fill.codec_chains import edge_handling_of
-
-    regular = isinstance(metadata.chunk_grid, RegularChunkGridMetadata)
-    kind = "regular" if regular else "rectilinear"
-    handling = edge_handling_of(metadata.codecs).name.lower()
-    extra = f", {handling}" if handling != "none" else ""
-    return f"({kind} grid{extra})"
-
-
-def _array_line(name: str, shape: Sequence[int], dtype: Any, metadata: Any) -> str:
-    """One array of the summary; ``metadata`` is ``None`` for a loaded variable."""
-    shown = "x".join(str(n) for n in shape) or "scalar"
-    return f"{name} {shown} {dtype} {_grid_summary(metadata) if metadata else '(loaded)'}"
-
-
-def _array_lines(dataset: xr.Dataset) -> list[str]:
-    virtual = set(virtual_names(dataset))
-    return [
-        _array_line(str(n), v.shape, v.dtype, v.data.metadata if n in virtual else None)
-        for n, v in dataset.variables.items()
-    ]
-
-
-def _stored_array_lines(repo: Any, snapshot: str, appended: xr.Dataset) -> list[str]:
-    """The arrays of a repository after an append: their whole shapes, as stored."""
-    import zarr
-
-    group = zarr.open_group(repo.readonly_session(snapshot_id=snapshot).store, mode="r")
-    virtual = set(virtual_names(appended))
-    lines = []
-    for name in appended.variables:
-        array = group[str(name)]
-        assert isinstance(array, zarr.Array)
-        metadata = array.metadata if name in virtual else None
-        # the dtype as decoded (time as datetimes), which an append cannot change
-        dtype = appended.variables[name].dtype
-        lines.append(_array_line(str(name), array.shape, dtype, metadata))
-    return lines
-
-
-def _how_to_open(destination: Destination) -> list[str]:
-    """Lines saying what a reader authorizes (the virtual chunk containers the
-    repository declares, read back from it) and a snippet that opens the result."""
-    if destination.kind == "icechunk":
-        repo = open_icechunk_repository(destination.text)
-        declared = repo.config.virtual_chunk_containers or {}
-        containers = ", ".join(sorted(declared))
-        return [
-            f"  containers: {containers} (virtual chunk containers a reader authorizes)",
-            "  open with: import virtualizarr_fill; "
-            f"ds = virtualizarr_fill.open_icechunk({destination.text!r})",
-        ]
-    return [
-        "  open with: import virtualizarr_fill; "
-        f"ds = virtualizarr_fill.open_kerchunk({destination.text!r})"
-    ]
-
-
-def _print_summary(
-    written: str,
-    parsed: _Parsed,
-    dataset: xr.Dataset,
-    arrays: Sequence[str],
-    timings: dict[str, float],
-    notes: Sequence[str],
-    how_to_open: Sequence[str],
-    appended: bool,
-) -> None:
-    report = parsed.report
-    lines = [f"wrote {written}"]
-    lines.append(f"  files:     {len(parsed.used)} virtualized, {len(parsed.skipped)} skipped")
-    lines.append(f"  arrays:    {len(arrays)}")
-    lines.extend(f"    {line}" for line in arrays)
-    from virtualizarr_fill.assemble.windows import materialised_in
-
-    stored = materialised_in(dataset)
-    added = " by the appended files" if appended else ""
-    as_values = f", {stored}" if stored.chunks else ""
-    lines.append(f"  chunks:    {_chunk_count(dataset)} referenced{added}{as_values}")
-    from virtualizarr_fill.codecs.reader_packages import reader_requirement
-
-    codecs = {n: dataset.variables[n].data.metadata.codecs for n in virtual_names(dataset)}
-    lines.append(f"  readers:   {reader_requirement(codecs)}")
-    lines.append(f"  refusals:  {len(report.refusals)}")
-    lines.extend(f"    {display(r.url)}: {r.name}: {r.reason}" for r in report.refusals)
-    from virtualizarr_fill.assemble import dropped_attributes
-
-    dropped = dropped_attributes(dataset)
-    if dropped:  # descriptive attributes the files disagree on (history, ...)
-        listed = "; ".join(f"{n or '(dataset)'}: {', '.join(k)}" for n, k in dropped.items())
-        lines.append(f"  dropped attributes (they differ between files): {listed}")
-    warned = list(dict.fromkeys([*parsed.warnings, *notes]))
-    if warned:
-        lines.append(f"  warnings:  {len(warned)}")
-        lines.extend(f"    {w}" for w in warned)
-    if parsed.skipped:
-        lines.append(f"  skipped files ({len(parsed.skipped)}):")
-        lines.extend(f"    {error}" for error in parsed.skipped)
-    lines.extend(how_to_open)
-    times = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
-    lines.append(f"  time:      {times}")
-    print("\n".join(lines), flush=True)
-
-
-# --------------------------------------------------------------------------- the command
-
-
 def _check_arguments(args: argparse.Namespace) -> None:
     if args.dask_scheduler and args.workers is not None:
         raise CliError("--workers and --dask-scheduler exclude each other", EXIT_USAGE)
@@ -464,7 +340,9 @@ def command_build(args: argparse.Namespace) -> int:
         snapshot = append_icechunk(combined, parsed.used, repo, plan.dim, message, record)
         written = f"Icechunk repository {destination.text} (snapshot {snapshot}, appended)"
     else:
-        written, snapshot = _write_new(combined, parsed.used, destination, args, message, record)
+        written, snapshot = write_new_store(
+            combined, parsed.used, destination, args, message, record
+        )
     finished = time.perf_counter()
     timings = {
         "parse": parse_done - started,
@@ -472,55 +350,8 @@ def command_build(args: argparse.Namespace) -> int:
         "write": finished - combine_done,
         "total": finished - started,
     }
-    _finish(written, snapshot, parsed, combined, destination, timings, notes, bool(args.append))
+    appended = bool(args.append)
+    print_build_summary(
+        written, snapshot, parsed, combined, destination, timings, notes, appended
+    )
     return EXIT_OK
-
-
-def _write_new(
-    combined: xr.Dataset,
-    inputs: Sequence[str],
-    destination: Destination,
-    args: argparse.Namespace,
-    message: str,
-    record: BuildRecord,
-) -> tuple[str, str | None]:
-    """Write a new store (replacing only one of ours, once the new one is complete):
-    what was written, and the Icechunk snapshot (None for kerchunk references)."""
-    snapshot = None
-    with staged(destination, args.overwrite) as target:
-        if destination.kind == "icechunk":
-            staged_to = Destination(destination.text, "icechunk", target)
-            snapshot = write_icechunk(combined, inputs, staged_to, message, record)
-            written = f"Icechunk repository {destination.text} (snapshot {snapshot})"
-        else:
-            assert target is not None
-            import_optional("kerchunk", "kerchunk")
-            zarr_format = write_kerchunk(
-                combined, target, destination.kind, args.kerchunk_format, record
-            )
-            written = (
-                f"kerchunk {destination.kind} references {destination.text} "
-                f"(Zarr format {zarr_format})"
-            )
-    return written, snapshot
-
-
-def _finish(
-    written: str,
-    snapshot: str | None,
-    parsed: _Parsed,
-    combined: xr.Dataset,
-    destination: Destination,
-    timings: dict[str, float],
-    notes: Sequence[str],
-    appended: bool,
-) -> None:
-    """Print the build summary: after an append, of the whole stored arrays."""
-    if appended:
-        assert snapshot is not None
-        repo = open_icechunk_repository(destination.text)
-        arrays = _stored_array_lines(repo, snapshot, combined)
-    else:
-        arrays = _array_lines(combined)
-    how = _how_to_open(destination)
-    _print_summary(written, parsed, combined, arrays, timings, notes, how, appended)

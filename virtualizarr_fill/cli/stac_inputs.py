@@ -152,13 +152,12 @@ def command_build_stac(args: argparse.Namespace) -> int:
     from virtualizarr_fill.cli._destinations import Destination
     from virtualizarr_fill.cli._parse import parser_from_options, parser_options
     from virtualizarr_fill.cli._record import BuildRecord, package_version, recorded_inputs
-    from virtualizarr_fill.cli._write import append_icechunk
+    from virtualizarr_fill.cli._summary import print_build_summary
+    from virtualizarr_fill.cli._write import append_icechunk, write_new_store
     from virtualizarr_fill.cli.build import (
         _append_source,
-        _finish,
         _Parsed,
         _refuse_known,
-        _write_new,
     )
     from virtualizarr_fill.time_stack import TIME
 
@@ -213,12 +212,15 @@ def command_build_stac(args: argparse.Namespace) -> int:
         written = f"Icechunk repository {destination.text} (snapshot {snapshot}, appended)"
     else:
         combined = combined.assign_attrs({STAC_KEY: json.dumps(recorded, sort_keys=True)})
-        written, snapshot = _write_new(combined, urls, destination, args, message, record)
+        written, snapshot = write_new_store(combined, urls, destination, args, message, record)
     finished = time.perf_counter()
     timings = {
         "parse": parse_done - started,
         "write": finished - parse_done,
         "total": finished - started,
     }
-    _finish(written, snapshot, parsed, combined, destination, timings, notes, bool(args.append))
+    appended = bool(args.append)
+    print_build_summary(
+        written, snapshot, parsed, combined, destination, timings, notes, appended
+    )
     return EXIT_OK
