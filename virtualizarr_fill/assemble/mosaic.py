@@ -21,6 +21,7 @@ import xarray as xr
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 from zarr.core.chunk_grids import FixedDimension
 
+from virtualizarr_fill.assemble.masks import check_masks
 from virtualizarr_fill.assemble.overlaps import check_overlaps, read_window, tile_bounds
 from virtualizarr_fill.assemble.parts import FilePart, common_attributes
 from virtualizarr_fill.assemble.placement import (
@@ -51,6 +52,7 @@ from virtualizarr_fill.fill.conflicts import (
 )
 from virtualizarr_fill.fill.tiff import GDAL_NODATA_ATTR
 from virtualizarr_fill.manifests.array import FillManifestArray
+from virtualizarr_fill.tiff.single_image import DATA_VARIABLE
 
 
 def tile_grid(
@@ -265,6 +267,8 @@ def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> x
         donor = top_left.arrays[key]
         data: Any
         count = Materialised()
+        if registry is not None and key == DATA_VARIABLE:
+            check_masks(grid.placed, key, registry)
         if grid.covering:
             check_overlaps(grid, key, dims, donor.shape, registry, grid.placed[0])
         with combining_variable(key):

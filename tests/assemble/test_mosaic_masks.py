@@ -1,0 +1,188 @@
+"""Tiles with an internal mask (GDAL's per-dataset mask IFD) or an alpha band, which
+``rasterio.merge.merge`` applies (it writes nodata where the mask hides a pixel): a
+mosaic equal to ``rasterio.merge.merge`` where each mask hides only nodata pixels,
+refused naming the tile where it hides data, plain, with gaps and with overlaps.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.assemble.test_mosaic_overlaps import assert_equals_rasterio_merge, merged, mosaic
+from virtualizarr_fill import IncompatibleArraysError
+
+rasterio = pytest.importorskip("rasterio")
+
+SIZE, BLOCK, RES = 64, 32, 0.001
+ORIGIN = (10.0, 20.0)
+#: The window each tile's mask hides, clear of the 9-pixel overlaps.
+HIDDEN = (slice(20, 34), slice(22, 40))
+
+
+def masked_tiles(
+    directory: Path,
+    *,
+    step: int = SIZE,
+    hidden_data: bool = True,
+    masked: tuple[int, ...] = (0, 1, 2, 3),
+    hidden: tuple[slice, slice] = HIDDEN,
+) -> list[Path]:
+    """2 x 2 uint8 tiles (nodata 255) of random values, ``step`` pixels apart (less than
+    SIZE: overlaps; more: gaps), the ``masked`` ones (by row-major index) with an
+    internal mask hiding ``hidden``, where they hold data (``hidden_data``) or nodata."""
+    from rasterio.transform import from_origin
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(3)
+    paths = []
+    for index in range(4):
+        r, c = divmod(index, 2)
+        values = rng.integers(0, 250, (1, SIZE, SIZE)).astype("uint8")
+        if not hidden_data:
+            values[(slice(None), *hidden)] = 255
+        path = directory / f"tile_{r}_{c}.tif"
+        with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True), rasterio.open(
+            path, "w", driver="GTiff", width=SIZE, height=SIZE, count=1, dtype="uint8",
+            crs="EPSG:4326", nodata=255, tiled=True, blockxsize=BLOCK, blockysize=BLOCK,
+            transform=from_origin(ORIGIN[0] + c * step * RES, ORIGIN[1] - r * step * RES,
+                                  RES, RES),
+        ) as dst:  # fmt: skip
+            dst.write(values)
+            if index in masked:
+                mask = np.full((SIZE, SIZE), 255, dtype="uint8")
+                mask[hidden] = 0
+                dst.write_mask(mask)
+        paths.append(path)
+    return paths
+
+
+def rgba_tiles(directory: Path, *, hidden: bool) -> list[Path]:
+    """2 x 1 RGBA tiles (PHOTOMETRIC=RGB with an alpha band, no nodata); alpha 0 over
+    HIDDEN of the first when ``hidden``."""
+    from rasterio.transform import from_origin
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(5)
+    paths = []
+    for c in range(2):
+        values = rng.integers(1, 255, (4, SIZE, SIZE)).astype("uint8")
+        values[3] = 255
+        if hidden and c == 0:
+            values[(3, *HIDDEN)] = 0
+        path = directory / f"rgba_{c}.tif"
+        with rasterio.open(
+            path, "w", driver="GTiff", width=SIZE, height=SIZE, count=4, dtype="uint8",
+            crs="EPSG:4326", photometric="RGB", alpha="YES",
+            transform=from_origin(ORIGIN[0] + c * SIZE * RES, ORIGIN[1], RES, RES),
+        ) as dst:  # fmt: skip
+            dst.write(values)
+        paths.append(path)
+    return paths
+
+
+def _refused(paths: list[Path], kind: str, **kwargs: Any) -> str:
+    with pytest.raises(IncompatibleArraysError) as caught:
+        mosaic(paths, **kwargs)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"has {kind}, which rasterio.merge applies and a virtual mosaic cannot" in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("step", "kwargs"),
+    [(SIZE, {}), (SIZE + 10, {"allow_gaps": True}), (SIZE - 9, {"overlap": "first"}),
+     (SIZE - 9, {"overlap": "last"})],
+    ids=["plain", "gaps", "overlap-first", "overlap-last"],
+)  # fmt: skip
+def test_masks_hiding_data_are_refused_naming_the_tile(
+    tmp_path: Path, step: int, kwargs: dict[str, Any]
+) -> None:
+    paths = masked_tiles(tmp_path, step=step, masked=(2,))
+    expected, transform, nodata = merged(paths, kwargs.get("overlap", "first"))
+    # rasterio writes nodata where the mask hides data the tile stores
+    with rasterio.open(paths[2]) as src:
+        stored = src.read(1)[HIDDEN]
+        x, y = src.xy(HIDDEN[0].start, HIDDEN[1].start)
+    col, row = (int(v) for v in ~transform @ (x, y))
+    assert (stored != nodata).all()
+    assert (expected[0, row : row + stored.shape[0], col : col + stored.shape[1]] == nodata).all()
+    message = _refused(paths, "an internal mask", **kwargs)
+    assert message.startswith(f"file://{paths[2]} has an internal mask")
+
+
+@pytest.mark.parametrize(
+    ("step", "kwargs"),
+    [(SIZE, {}), (SIZE + 10, {"allow_gaps": True}), (SIZE - 9, {"overlap": "first"}),
+     (SIZE - 9, {"overlap": "last"})],
+    ids=["plain", "gaps", "overlap-first", "overlap-last"],
+)  # fmt: skip
+def test_masks_hiding_only_nodata_equal_rasterio_merge(
+    tmp_path: Path, step: int, kwargs: dict[str, Any]
+) -> None:
+    paths = masked_tiles(tmp_path, step=step, hidden_data=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = mosaic(paths, **kwargs)
+    assert_equals_rasterio_merge(result, paths, kwargs.get("overlap", "first"))
+
+
+def test_a_mask_inside_an_overlap_is_refused(tmp_path: Path) -> None:
+    """The winning tile's mask hides data inside the overlap: rasterio.merge takes
+    those pixels from the other tile."""
+    paths = masked_tiles(tmp_path, step=SIZE - 9, masked=(0,), hidden=(slice(57, 62), slice(5, 15)))
+    expected, _, _ = merged(paths, "first")
+    with rasterio.open(paths[0]) as first, rasterio.open(paths[2]) as below:
+        assert (expected[0, 57:62, 5:15] == below.read(1)[2:7, 5:15]).all()
+        assert (expected[0, 57:62, 5:15] != first.read(1)[57:62, 5:15]).any()
+    message = _refused(paths, "an internal mask", overlap="first")
+    assert message.startswith(f"file://{paths[0]} has an internal mask")
+    assert "50 pixels it masks hold data" in message
+
+
+def test_the_suggested_rewrite_builds_a_mosaic_equal_to_rasterio_merge(tmp_path: Path) -> None:
+    paths = masked_tiles(tmp_path / "masked", step=SIZE - 9)
+    message = _refused(paths, "an internal mask", overlap="first")
+    assert "src.read(masked=True).filled(src.nodata)" in message and "write_mask" in message
+    expected, _, _ = merged(paths, "first")
+    rewritten = []
+    for path in paths:
+        out = tmp_path / "rewritten" / path.name
+        out.parent.mkdir(exist_ok=True)
+        with rasterio.open(path) as src:
+            profile = src.profile
+            filled = src.read(masked=True).filled(src.nodata)
+        with rasterio.open(out, "w", **profile) as dst:
+            dst.write(filled)
+        rewritten.append(out)
+    result = mosaic(rewritten, overlap="first")
+    # equal to rasterio.merge of the masked originals, not only of the rewrites
+    from tests._manifest_builders import read_manifest_array
+
+    np.testing.assert_array_equal(read_manifest_array(result.band_data.data), expected)
+    assert_equals_rasterio_merge(result, rewritten, "first")
+
+
+def test_an_alpha_band_hiding_data_is_refused(tmp_path: Path) -> None:
+    paths = rgba_tiles(tmp_path, hidden=True)
+    with rasterio.open(paths[0]) as src:
+        assert rasterio.enums.MaskFlags.alpha in src.mask_flag_enums[0]
+    message = _refused(paths, "an alpha band")
+    assert message.startswith(f"file://{paths[0]} has an alpha band")
+
+
+def test_an_opaque_alpha_band_equals_rasterio_merge(tmp_path: Path) -> None:
+    paths = rgba_tiles(tmp_path, hidden=False)
+    from tests._manifest_builders import read_manifest_array
+
+    expected, transform, _ = merged(paths, "first")
+    result = mosaic(paths)
+    np.testing.assert_array_equal(read_manifest_array(result.band_data.data), expected)
+    import rioxarray  # noqa: F401  (the .rio accessor)
+
+    assert result.rio.transform() == transform

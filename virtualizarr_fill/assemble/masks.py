@@ -1,0 +1,94 @@
+"""Tiles whose validity rasterio takes from a mask rather than nodata, refused in a mosaic
+unless the mask says no more than the nodata does.
+
+``rasterio.merge.merge`` reads each tile as a masked array: where the tile has an
+internal mask (GDAL's per-dataset mask IFD, written under ``GDAL_TIFF_INTERNAL_MASK``)
+or an alpha band (ExtraSamples associated or unassociated alpha), a pixel the mask
+marks as no data is never copied into the mosaic, which keeps its nodata there, whatever
+value the tile stores. A virtual mosaic reads the stored values: it equals rasterio's
+only where every masked pixel already holds the tile's nodata. The mask is found from
+the TIFF header (the mask IFD, the ExtraSamples tag), then read once at build time, with
+the tile's data, to compare.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tifffile
+
+from virtualizarr_fill.assemble.overlaps import read_window
+from virtualizarr_fill.assemble.placement import Placed
+from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.io import StoreFile, normalize_url, resolve
+from virtualizarr_fill.tiff.single_image import DATA_VARIABLE
+
+#: ExtraSamples values GDAL takes as an alpha band (associated, unassociated alpha).
+_ALPHA_SAMPLES = (1, 2)
+#: What the refusal suggests instead.
+MASK_ADVICE = (
+    "rewrite the tile with its masked pixels as nodata and no mask (rasterio: "
+    "src.read(masked=True).filled(src.nodata), written without write_mask)"
+)
+
+
+def _alpha_band(url: str, registry: Any) -> bool:
+    """Whether the tile's first image has an alpha band, read from its header."""
+    store, path = resolve(registry, url)
+    with tifffile.TiffFile(StoreFile(store, path, url=url)) as tif:  # type: ignore[arg-type]
+        page = tif.pages.first
+        return any(int(s) in _ALPHA_SAMPLES for s in (page.extrasamples or ()))
+
+
+def _mask_of(tile: Placed, registry: Any) -> tuple[str, np.ndarray] | None:
+    """What masks the tile and its mask (True: no data), or None."""
+    from virtualizarr_fill.tiff import TIFFParser
+
+    url = normalize_url(tile.part.url)
+    groups = TIFFParser(tree=True)(url, registry)._group.groups
+    if "mask" in groups:
+        array = groups["mask"].arrays[DATA_VARIABLE]
+        values = read_window(array, registry, tuple(slice(None) for _ in array.shape))
+        return "an internal mask", values.reshape(values.shape[-2:]) == 0
+    if _alpha_band(url, registry):
+        data = tile.part.arrays[DATA_VARIABLE]
+        alpha = read_window(
+            data, registry, (slice(data.shape[0] - 1, None), slice(None), slice(None))
+        )
+        return "an alpha band", alpha[0] == 0
+    return None
+
+
+def check_masks(placed: list[Placed], name: str, registry: Any) -> None:
+    """Refuse the first tile whose mask hides a pixel that does not hold its nodata (see
+    the module)."""
+    for tile in placed:
+        found = _mask_of(tile, registry)
+        if found is None:
+            continue
+        kind, masked = found
+        if masked.shape != tile.part.arrays[name].shape[-2:]:
+            continue  # a pyramid level of the file: not the mask's image
+        nodata = tile.part.var_attrs.get(name, {}).get("gdal_no_data")
+        array = tile.part.arrays[name]
+        # The alpha band itself is valid everywhere (rasterio's mask flags say all_valid).
+        bands = array.shape[0] - 1 if kind == "an alpha band" else array.shape[0]
+        hidden = 0
+        if masked.any():
+            values = read_window(array, registry, (slice(0, bands), slice(None), slice(None)))
+            if nodata is None:
+                hidden = int(masked.sum())
+            else:
+                value = float(nodata)
+                is_nodata = np.isnan(values) if np.isnan(value) else values == value
+                hidden = int((masked & ~is_nodata.all(axis=0)).sum())
+        if hidden:
+            raise IncompatibleArraysError(
+                f"{tile.part.url} has {kind}, which rasterio.merge applies and a virtual "
+                f"mosaic cannot: {hidden} pixels it masks hold data, which rasterio writes "
+                f"as nodata ({nodata if nodata is not None else 'none'}); {MASK_ADVICE}"
+            )
+
+
+__all__ = ["MASK_ADVICE", "check_masks"]
