@@ -33,12 +33,20 @@ MASK_ADVICE = (
 )
 
 
-def _alpha_band(url: str, registry: Any) -> bool:
-    """Whether the tile's first image has an alpha band, read from its header."""
+def _mask_kind(url: str, registry: Any) -> str | None:
+    """What masks the tile's first image, read from its header: ``"mask"`` (a mask IFD
+    of its size), ``"alpha"`` (an alpha band) or None."""
     store, path = resolve(registry, url)
     with tifffile.TiffFile(StoreFile(store, path, url=url)) as tif:  # type: ignore[arg-type]
-        page = tif.pages.first
-        return any(int(s) in _ALPHA_SAMPLES for s in (page.extrasamples or ()))
+        first = tif.pages.first
+        if any(int(s) in _ALPHA_SAMPLES for s in (first.extrasamples or ())):
+            return "alpha"
+        for frame in tif.pages:
+            page = frame.aspage()
+            size = (page.imagelength, page.imagewidth)
+            if page.is_mask and size == (first.imagelength, first.imagewidth):
+                return "mask"
+    return None
 
 
 def _mask_of(tile: Placed, registry: Any) -> tuple[str, np.ndarray] | None:
@@ -46,12 +54,13 @@ def _mask_of(tile: Placed, registry: Any) -> tuple[str, np.ndarray] | None:
     from virtualizarr_fill.tiff import TIFFParser
 
     url = normalize_url(tile.part.url)
-    groups = TIFFParser(tree=True)(url, registry)._group.groups
-    if "mask" in groups:
+    kind = _mask_kind(url, registry)
+    if kind == "mask":
+        groups = TIFFParser(tree=True)(url, registry)._group.groups
         array = groups["mask"].arrays[DATA_VARIABLE]
         values = read_window(array, registry, tuple(slice(None) for _ in array.shape))
         return "an internal mask", values.reshape(values.shape[-2:]) == 0
-    if _alpha_band(url, registry):
+    if kind == "alpha":
         data = tile.part.arrays[DATA_VARIABLE]
         alpha = read_window(
             data, registry, (slice(data.shape[0] - 1, None), slice(None), slice(None))
