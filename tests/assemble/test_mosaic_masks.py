@@ -142,7 +142,7 @@ def test_a_mask_inside_an_overlap_is_refused(tmp_path: Path) -> None:
         assert (expected[0, 57:62, 5:15] != first.read(1)[57:62, 5:15]).any()
     message = _refused(paths, "an internal mask", overlap="first")
     assert message.startswith(f"file://{paths[0]} has an internal mask")
-    assert "50 pixels it masks hold data" in message
+    assert "it masks 50 pixels that do not hold its nodata (255)" in message
 
 
 def test_the_suggested_rewrite_builds_a_mosaic_equal_to_rasterio_merge(tmp_path: Path) -> None:
@@ -186,3 +186,31 @@ def test_an_opaque_alpha_band_equals_rasterio_merge(tmp_path: Path) -> None:
     import rioxarray  # noqa: F401  (the .rio accessor)
 
     assert result.rio.transform() == transform
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["cogeotiff+rio-tiler/cog_uint8_rgb_mask.tif", "cogeotiff+rio-tiler/cog_uint8_rgba.tif",
+     "rasterio+rasterio/RGBA.uint16.tif"],
+)  # fmt: skip
+def test_masked_corpus_files_equal_rasterio_merge_or_are_refused(
+    corpus_dir: Path, name: str
+) -> None:
+    """Real files with a mask IFD or an alpha band: a one-tile mosaic equals
+    rasterio.merge.merge where the mask hides only nodata, and is refused exactly where
+    rasterio.merge differs from the stored values."""
+    from tests._manifest_builders import read_manifest_array
+
+    path = corpus_dir / name
+    with rasterio.open(path) as src:
+        flags = src.mask_flag_enums[0]
+        stored = src.read()
+    assert {rasterio.enums.MaskFlags.per_dataset, rasterio.enums.MaskFlags.alpha} & set(flags)
+    expected, _, _ = merged([path], "first")
+    if (expected == stored).all():
+        result = mosaic([path])
+        np.testing.assert_array_equal(read_manifest_array(result.band_data.data), expected)
+    else:
+        kind = "an alpha band" if rasterio.enums.MaskFlags.alpha in flags else "an internal mask"
+        message = _refused([path], kind)
+        assert message.startswith(f"file://{path} has {kind}")

@@ -36,8 +36,11 @@ MASK_ADVICE = (
 def _mask_kind(url: str, registry: Any) -> str | None:
     """What masks the tile's first image, read from its header: ``"mask"`` (a mask IFD
     of its size), ``"alpha"`` (an alpha band) or None."""
+    from virtualizarr_fill.tiff.parser import _quiet_tifffile
+
     store, path = resolve(registry, url)
-    with tifffile.TiffFile(StoreFile(store, path, url=url)) as tif:  # type: ignore[arg-type]
+    # tifffile logs tags it cannot parse, which the mosaic's own parse has reported
+    with _quiet_tifffile(), tifffile.TiffFile(StoreFile(store, path, url=url)) as tif:  # type: ignore[arg-type]
         first = tif.pages.first
         if any(int(s) in _ALPHA_SAMPLES for s in (first.extrasamples or ())):
             return "alpha"
@@ -69,9 +72,11 @@ def _mask_of(tile: Placed, registry: Any) -> tuple[str, np.ndarray] | None:
     return None
 
 
-def check_masks(placed: list[Placed], name: str, registry: Any) -> None:
+def check_masks(placed: list[Placed], name: str, registry: Any, *, overlaps: bool) -> None:
     """Refuse the first tile whose mask hides a pixel that does not hold its nodata (see
-    the module)."""
+    the module). For tiles without nodata, rasterio.merge writes 0 where a mask hides
+    a pixel, so a hidden 0 is no difference, unless tiles overlap (``overlaps``): there a
+    hidden pixel lets the other tile through, a stored 0 may not."""
     for tile in placed:
         found = _mask_of(tile, registry)
         if found is None:
@@ -86,17 +91,19 @@ def check_masks(placed: list[Placed], name: str, registry: Any) -> None:
         hidden = 0
         if masked.any():
             values = read_window(array, registry, (slice(0, bands), slice(None), slice(None)))
-            if nodata is None:
+            if nodata is None and overlaps:
                 hidden = int(masked.sum())
             else:
-                value = float(nodata)
+                value = 0.0 if nodata is None else float(nodata)
                 is_nodata = np.isnan(values) if np.isnan(value) else values == value
                 hidden = int((masked & ~is_nodata.all(axis=0)).sum())
         if hidden:
+            text = "none: rasterio.merge writes 0" if nodata is None else nodata
             raise IncompatibleArraysError(
                 f"{tile.part.url} has {kind}, which rasterio.merge applies and a virtual "
-                f"mosaic cannot: {hidden} pixels it masks hold data, which rasterio writes "
-                f"as nodata ({nodata if nodata is not None else 'none'}); {MASK_ADVICE}"
+                f"mosaic cannot: it masks {hidden} pixels that do not hold its nodata "
+                f"({text}), where rasterio.merge writes nodata or takes another tile's "
+                f"pixel; {MASK_ADVICE}"
             )
 
 

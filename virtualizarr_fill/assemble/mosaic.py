@@ -268,7 +268,7 @@ def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> x
         data: Any
         count = Materialised()
         if registry is not None and key == DATA_VARIABLE:
-            check_masks(grid.placed, key, registry)
+            check_masks(grid.placed, key, registry, overlaps=bool(grid.covering))
         if grid.covering:
             check_overlaps(grid, key, dims, donor.shape, registry, grid.placed[0])
         with combining_variable(key):
