@@ -61,9 +61,12 @@ def masked_tiles(
     return paths
 
 
-def rgba_tiles(directory: Path, *, hidden: bool) -> list[Path]:
-    """2 x 1 RGBA tiles (PHOTOMETRIC=RGB with an alpha band, no nodata); alpha 0 over
-    HIDDEN of the first when ``hidden``."""
+def rgba_tiles(
+    directory: Path, *, hidden: bool, step: int = SIZE, zero: bool = False
+) -> list[Path]:
+    """2 x 1 RGBA tiles (PHOTOMETRIC=RGB with an alpha band, no nodata), ``step`` pixels
+    apart; alpha 0 over HIDDEN of the first when ``hidden``, its colours there 0 when
+    ``zero`` (what rasterio.merge fills tiles without nodata with)."""
     from rasterio.transform import from_origin
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -74,11 +77,13 @@ def rgba_tiles(directory: Path, *, hidden: bool) -> list[Path]:
         values[3] = 255
         if hidden and c == 0:
             values[(3, *HIDDEN)] = 0
+            if zero:
+                values[(slice(0, 3), *HIDDEN)] = 0
         path = directory / f"rgba_{c}.tif"
         with rasterio.open(
             path, "w", driver="GTiff", width=SIZE, height=SIZE, count=4, dtype="uint8",
             crs="EPSG:4326", photometric="RGB", alpha="YES",
-            transform=from_origin(ORIGIN[0] + c * SIZE * RES, ORIGIN[1], RES, RES),
+            transform=from_origin(ORIGIN[0] + c * step * RES, ORIGIN[1], RES, RES),
         ) as dst:  # fmt: skip
             dst.write(values)
         paths.append(path)
@@ -174,6 +179,29 @@ def test_an_alpha_band_hiding_data_is_refused(tmp_path: Path) -> None:
         assert rasterio.enums.MaskFlags.alpha in src.mask_flag_enums[0]
     message = _refused(paths, "an alpha band")
     assert message.startswith(f"file://{paths[0]} has an alpha band")
+
+
+def test_an_alpha_band_hiding_zeros_equals_rasterio_merge_without_overlaps(
+    tmp_path: Path,
+) -> None:
+    """rasterio.merge writes 0 where the alpha band hides a pixel of tiles without
+    nodata: a hidden 0 is no difference, unless tiles overlap."""
+    from tests._manifest_builders import read_manifest_array
+
+    paths = rgba_tiles(tmp_path / "abut", hidden=True, zero=True)
+    expected, _, _ = merged(paths, "first")
+    result = mosaic(paths)
+    np.testing.assert_array_equal(read_manifest_array(result.band_data.data), expected)
+
+    paths = rgba_tiles(tmp_path / "overlap", hidden=True, zero=True, step=SIZE - 30)
+    expected, _, _ = merged(paths, "first")
+    # the first tile wins the overlap, but where its alpha hides a pixel, the next shows
+    with rasterio.open(paths[1]) as other:
+        shown = other.read(1)[HIDDEN[0], 0 : HIDDEN[1].stop - (SIZE - 30)]
+    np.testing.assert_array_equal(expected[0, HIDDEN[0], SIZE - 30 : HIDDEN[1].stop], shown)
+    assert (shown != 0).all()
+    message = _refused(paths, "an alpha band", overlap="first")
+    assert "(none: rasterio.merge writes 0)" in message
 
 
 def test_an_opaque_alpha_band_equals_rasterio_merge(tmp_path: Path) -> None:
