@@ -22,8 +22,10 @@ from virtualizarr_fill.assemble.overlaps import read_window
 from virtualizarr_fill.assemble.placement import Placed
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.io import StoreFile, normalize_url, resolve
-from virtualizarr_fill.tiff.single_image import DATA_VARIABLE
 
+#: The TIFF parser's image variable, the one a mask applies to (the parser's
+#: ``DATA_VARIABLE``; importing the TIFF package when the assembly loads is circular).
+DATA_VARIABLE = "band_data"
 #: ExtraSamples values GDAL takes as an alpha band (associated, unassociated alpha).
 _ALPHA_SAMPLES = (1, 2)
 #: What the refusal suggests instead.
@@ -77,6 +79,8 @@ def check_masks(placed: list[Placed], name: str, registry: Any, *, overlaps: boo
     the module). For tiles without nodata, rasterio.merge writes 0 where a mask hides
     a pixel, so a hidden 0 is no difference, unless tiles overlap (``overlaps``): there a
     hidden pixel lets the other tile through, a stored 0 may not."""
+    if name != DATA_VARIABLE:
+        return
     for tile in placed:
         found = _mask_of(tile, registry)
         if found is None:

@@ -52,7 +52,6 @@ from virtualizarr_fill.fill.conflicts import (
 )
 from virtualizarr_fill.fill.tiff import GDAL_NODATA_ATTR
 from virtualizarr_fill.manifests.array import FillManifestArray
-from virtualizarr_fill.tiff.single_image import DATA_VARIABLE
 
 
 def tile_grid(
@@ -267,7 +266,7 @@ def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> x
         donor = top_left.arrays[key]
         data: Any
         count = Materialised()
-        if registry is not None and key == DATA_VARIABLE:
+        if registry is not None:
             check_masks(grid.placed, key, registry, overlaps=bool(grid.covering))
         if grid.covering:
             check_overlaps(grid, key, dims, donor.shape, registry, grid.placed[0])
