@@ -242,3 +242,38 @@ def test_masked_corpus_files_equal_rasterio_merge_or_are_refused(
         kind = "an alpha band" if rasterio.enums.MaskFlags.alpha in flags else "an internal mask"
         message = _refused([path], kind)
         assert message.startswith(f"file://{path} has {kind}")
+
+
+@pytest.mark.parametrize("hidden_data", [True, False])
+def test_an_external_mask_file_is_compared_as_an_internal_one(
+    tmp_path: Path, hidden_data: bool
+) -> None:
+    """GDAL writes the mask to ``<tile>.msk`` without GDAL_TIFF_INTERNAL_MASK;
+    rasterio.merge applies it the same way."""
+    from rasterio.transform import from_origin
+
+    from tests._manifest_builders import read_manifest_array
+
+    paths = masked_tiles(tmp_path, masked=())
+    values = np.random.default_rng(9).integers(0, 250, (1, SIZE, SIZE)).astype("uint8")
+    if not hidden_data:
+        values[(slice(None), *HIDDEN)] = 255
+    mask = np.full((SIZE, SIZE), 255, dtype="uint8")
+    mask[HIDDEN] = 0
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=False), rasterio.open(
+        paths[3], "w", driver="GTiff", width=SIZE, height=SIZE, count=1, dtype="uint8",
+        crs="EPSG:4326", nodata=255, tiled=True, blockxsize=BLOCK, blockysize=BLOCK,
+        transform=from_origin(ORIGIN[0] + SIZE * RES, ORIGIN[1] - SIZE * RES, RES, RES),
+    ) as dst:  # fmt: skip
+        dst.write(values)
+        dst.write_mask(mask)
+    assert Path(f"{paths[3]}.msk").exists()
+    with rasterio.open(paths[3]) as src:
+        assert rasterio.enums.MaskFlags.per_dataset in src.mask_flag_enums[0]
+    if hidden_data:
+        message = _refused(paths, f"an external mask ({paths[3].name}.msk)")
+        assert message.startswith(f"file://{paths[3]} has an external mask")
+    else:
+        expected, _, _ = merged(paths, "first")
+        result = mosaic(paths)
+        np.testing.assert_array_equal(read_manifest_array(result.band_data.data), expected)

@@ -54,6 +54,16 @@ def _mask_kind(url: str, registry: Any) -> str | None:
     return None
 
 
+def _exists(url: str, registry: Any) -> bool:
+    """Whether an object is stored at ``url``."""
+    store, path = resolve(registry, url)
+    try:
+        store.head(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _mask_of(tile: Placed, registry: Any) -> tuple[str, np.ndarray] | None:
     """What masks the tile and its mask (True: no data), or None."""
     from virtualizarr_fill.tiff import TIFFParser
@@ -65,6 +75,11 @@ def _mask_of(tile: Placed, registry: Any) -> tuple[str, np.ndarray] | None:
         array = groups["mask"].arrays[DATA_VARIABLE]
         values = read_window(array, registry, tuple(slice(None) for _ in array.shape))
         return "an internal mask", values.reshape(values.shape[-2:]) == 0
+    if kind is None and _exists(f"{url}.msk", registry):
+        # GDAL's external mask: a TIFF whose first image is the tile's mask
+        mask = TIFFParser()(f"{url}.msk", registry)._group.arrays[DATA_VARIABLE]
+        values = read_window(mask, registry, (slice(0, 1), slice(None), slice(None)))
+        return f"an external mask ({url.rsplit('/', 1)[-1]}.msk)", values[0] == 0
     if kind == "alpha":
         data = tile.part.arrays[DATA_VARIABLE]
         alpha = read_window(
