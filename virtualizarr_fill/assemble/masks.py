@@ -13,6 +13,7 @@ the tile's data, to compare.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -37,20 +38,25 @@ MASK_ADVICE = (
 
 def _mask_kind(url: str, registry: Any) -> str | None:
     """What masks the tile's first image, read from its header: ``"mask"`` (a mask IFD
-    of its size), ``"alpha"`` (an alpha band) or None."""
+    of its size before the next full-resolution image), ``"alpha"`` (an alpha band) or
+    None. The IFD chain is walked as the parser walks it (bounded, loops cut)."""
+    from virtualizarr_fill.tiff import chain
     from virtualizarr_fill.tiff.parser import _quiet_tifffile
 
     store, path = resolve(registry, url)
+    reader = StoreFile(store, path, url=url)
     # tifffile logs tags it cannot parse, which the mosaic's own parse has reported
-    with _quiet_tifffile(), tifffile.TiffFile(StoreFile(store, path, url=url)) as tif:  # type: ignore[arg-type]
+    with _quiet_tifffile(), tifffile.TiffFile(reader) as tif:  # type: ignore[arg-type]
         first = tif.pages.first
         if any(int(s) in _ALPHA_SAMPLES for s in (first.extrasamples or ())):
             return "alpha"
-        for frame in tif.pages:
-            page = frame.aspage()
-            size = (page.imagelength, page.imagewidth)
-            if page.is_mask and size == (first.imagelength, first.imagewidth):
+        size = (first.imagelength, first.imagewidth)
+        walk = chain.walk_main_chain(tif, reader, chain.IFDBudget(reader.size))
+        for page in itertools.islice(chain.main_pages(tif, walk), 1, None):
+            if page.is_mask and (page.imagelength, page.imagewidth) == size:
                 return "mask"
+            if not (page.is_mask or page.is_reduced):
+                break  # the next image: its masks are not the first's
     return None
 
 
