@@ -277,3 +277,34 @@ def test_an_external_mask_file_is_compared_as_an_internal_one(
         expected, _, _ = merged(paths, "first")
         result = mosaic(paths)
         np.testing.assert_array_equal(read_manifest_array(result.band_data.data), expected)
+
+
+def test_the_mask_lookup_ends_on_an_ifd_chain_that_loops(tmp_path: Path) -> None:
+    """A tile whose overview IFDs loop back (the last points at the 120th): the lookup
+    walks the chain as the parser does, so it ends (tifffile's own loop check looks at
+    the first hundred IFDs only). Run in a process of its own, with a timeout."""
+    import subprocess
+    import sys
+
+    import tifffile
+
+    from tests.tiff.test_tiff_ifd_chain import _point_next
+
+    path = tmp_path / "looping.tif"
+    with tifffile.TiffWriter(path) as writer:
+        writer.write(np.zeros((4, 4), dtype=np.uint8), photometric="minisblack", metadata=None)
+        for _ in range(149):
+            writer.write(
+                np.zeros((2, 2), dtype=np.uint8), photometric="minisblack", metadata=None,
+                subfiletype=1,
+            )  # fmt: skip
+    _point_next(path, 149, 120)
+    code = (
+        "from tests.assemble.test_assemble import REGISTRY\n"
+        "from virtualizarr_fill.assemble.masks import _mask_kind\n"
+        f"print(_mask_kind('file://{path}', REGISTRY))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "None"
