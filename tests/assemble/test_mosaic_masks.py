@@ -308,3 +308,26 @@ def test_the_mask_lookup_ends_on_an_ifd_chain_that_loops(tmp_path: Path) -> None
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "None"
+
+
+def test_the_suggested_rewrite_of_a_tile_without_nodata(tmp_path: Path) -> None:
+    """``filled(0)`` for an RGBA tile (no nodata): the mosaic of the rewrites equals
+    rasterio.merge.merge of the originals."""
+    from tests._manifest_builders import read_manifest_array
+
+    paths = rgba_tiles(tmp_path / "rgba", hidden=True)
+    message = _refused(paths, "an alpha band")
+    assert "filled(0) for a tile without nodata" in message
+    expected, _, _ = merged(paths, "first")
+    rewritten = []
+    for path in paths:
+        out = tmp_path / "rewritten" / path.name
+        out.parent.mkdir(exist_ok=True)
+        with rasterio.open(path) as src:
+            assert src.nodata is None
+            profile, filled = src.profile, src.read(masked=True).filled(0)
+        with rasterio.open(out, "w", **profile) as dst:
+            dst.write(filled)
+        rewritten.append(out)
+    result = mosaic(rewritten)
+    np.testing.assert_array_equal(read_manifest_array(result.band_data.data), expected)

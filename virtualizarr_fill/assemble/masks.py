@@ -6,9 +6,11 @@ internal mask (GDAL's per-dataset mask IFD, written under ``GDAL_TIFF_INTERNAL_M
 or an alpha band (ExtraSamples associated or unassociated alpha), a pixel the mask
 marks as no data is never copied into the mosaic, which keeps its nodata there, whatever
 value the tile stores. A virtual mosaic reads the stored values: it equals rasterio's
-only where every masked pixel already holds the tile's nodata. The mask is found from
-the TIFF header (the mask IFD, the ExtraSamples tag), then read once at build time, with
-the tile's data, to compare.
+only where every masked pixel already holds the tile's nodata (for tiles without
+nodata: 0, what rasterio.merge fills with, as long as no tiles overlap). The mask is
+found from the TIFF header (the mask IFD, the ExtraSamples tag), else GDAL's external
+``<tile>.msk`` is looked for; it is then read once at build time, with the tile's data,
+to compare.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ _ALPHA_SAMPLES = (1, 2)
 #: What the refusal suggests instead.
 MASK_ADVICE = (
     "rewrite the tile with its masked pixels as nodata and no mask (rasterio: "
-    "src.read(masked=True).filled(src.nodata), written without write_mask)"
+    "src.read(masked=True).filled(src.nodata), or filled(0) for a tile without nodata, "
+    "written without write_mask)"
 )
 
 
