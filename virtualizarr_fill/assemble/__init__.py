@@ -163,7 +163,8 @@ def open_virtual_mosaic(
     virtualizarr_fill.IncompatibleArraysError
         Tiles in different CRSs or resolutions, off one pixel grid, overlapping (without
         ``overlap``), leaving gaps, not forming a grid, or with different bands or data
-        types, naming them.
+        types, naming them; a tile whose internal mask or alpha band hides pixels that do
+        not hold its nodata (``rasterio.merge.merge`` writes nodata there), naming it.
     """
     if parser is None:
         from virtualizarr_fill.tiff import TIFFParser

@@ -22,6 +22,7 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray
 from zarr.core.chunk_grids import FixedDimension
 
 from virtualizarr_fill.assemble.attributes import common_attributes
+from virtualizarr_fill.assemble.masks import check_masks
 from virtualizarr_fill.assemble.overlaps import check_overlaps, read_window, tile_bounds
 from virtualizarr_fill.assemble.parts import FilePart
 from virtualizarr_fill.assemble.placement import (
@@ -266,6 +267,8 @@ def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> x
         donor = top_left.arrays[key]
         data: Any
         count = Materialised()
+        if registry is not None:
+            check_masks(grid.placed, key, registry, overlaps=bool(grid.covering))
         if grid.covering:
             check_overlaps(grid, key, dims, donor.shape, registry, grid.placed[0])
         with combining_variable(key):

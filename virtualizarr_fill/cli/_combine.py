@@ -212,7 +212,8 @@ class Combination:
                 from virtualizarr_fill.cli._inputs import registry_for
 
                 grid = tile_grid(parts, allow_gaps=plan.allow_gaps, overlap=plan.overlap)  # type: ignore[arg-type]
-                registry = registry_for([p.url for p in parts]) if plan.overlap else None
+                # also without overlaps: masked tiles are read to compare with nodata
+                registry = registry_for([p.url for p in parts])
                 return combine_tiles(template, grid, registry)
             assert plan.dim is not None
             if plan.mode == "series":
