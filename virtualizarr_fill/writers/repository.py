@@ -21,6 +21,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from virtualizarr_fill.errors import UnsupportedFeatureError, VirtualizarrFillError
+from virtualizarr_fill.writers.read_chunks import (
+    DEFAULT_CHUNK_BYTES,
+    STORED_MULTIPLES,
+    with_whole_chunk_dask_chunks,
+)
 
 if TYPE_CHECKING:
     import icechunk
@@ -283,6 +288,8 @@ def open_icechunk(
     *,
     branch: str = "main",
     group: str | None = None,
+    chunks: Any = STORED_MULTIPLES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     **open_zarr_options: Any,
 ) -> xr.Dataset:
     """Open an Icechunk repository of virtual references as an xarray Dataset.
@@ -304,8 +311,19 @@ def open_icechunk(
         The branch to read.
     group
         The group to open (default: the root).
+    chunks
+        The dask chunks. The default, ``"stored-multiples"``, chunks every variable
+        along each dimension by whole stored chunks (the array's own chunk edges,
+        rectilinear ones included) merged up to about ``chunk_bytes`` of decoded
+        values, so a store of many small strips is read in a few large tasks. Any other
+        value is passed to :func:`xarray.open_zarr` as it is: ``None`` for lazily
+        indexed arrays without dask, ``{}`` for one dask chunk per stored chunk, a
+        mapping of dimension to sizes...
+    chunk_bytes
+        The decoded size the default chunks aim at (a dask chunk holds at least one
+        stored chunk, so it can be larger when a stored chunk is).
     **open_zarr_options
-        Passed to :func:`xarray.open_zarr` (``chunks``, ``decode_times``, ...).
+        Passed to :func:`xarray.open_zarr` (``decode_times``, ...).
 
     Returns
     -------
@@ -328,7 +346,13 @@ def open_icechunk(
     _refuse_multiscale_group(store, location, group)
     open_zarr_options.setdefault("consolidated", False)
     open_zarr_options.setdefault("zarr_format", 3)
-    return xr.open_zarr(store, group=group, **open_zarr_options)
+    if not (isinstance(chunks, str) and chunks == STORED_MULTIPLES):
+        return xr.open_zarr(store, group=group, chunks=chunks, **open_zarr_options)
+    ds = xr.open_zarr(store, group=group, chunks=None, **open_zarr_options)
+    # the snapshot names the data: two opens of one snapshot share their dask keys
+    session = getattr(getattr(store, "_store", None), "session", None)
+    token = f"{_where(location)}@{getattr(session, 'snapshot_id', branch)}/{group or ''}"
+    return with_whole_chunk_dask_chunks(ds, chunk_bytes, token)
 
 
 def open_icechunk_datatree(
