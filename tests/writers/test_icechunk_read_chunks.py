@@ -109,6 +109,9 @@ def test_chunks_keyword_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert lazy["band_data"].chunks is None  # no dask, as xarray
     per_strip = virtualizarr_fill.open_icechunk(str(store), chunks={})["band_data"]
     assert len(per_strip.chunks[1]) == 3 * math.ceil(ROWS / STRIP)  # one task per strip
+    # a stored chunk larger than the target is one dask chunk of its own, never split
+    tiny = virtualizarr_fill.open_icechunk(str(store), chunk_bytes=1)["band_data"]
+    assert tiny.chunks == per_strip.chunks
     given = virtualizarr_fill.open_icechunk(str(store), chunks={"y": 100})["band_data"]
     assert given.chunks[1] == (100, 100, 100)
     np.testing.assert_array_equal(lazy["band_data"].values, given.values)
