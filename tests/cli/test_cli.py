@@ -23,6 +23,7 @@ import pytest
 import tifffile
 import xarray as xr
 
+from tests._cli import run_cli as _run
 from tests._manifest_builders import concat_fixtures, kerchunk_read
 from virtualizarr_fill.cli import (
     EXIT_BAD_INPUT,
@@ -42,12 +43,6 @@ MIXED = ["strip_short_0", "strip_padded_1", "strip_short_2"]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _files(fx: dict[str, Path], names: list[str]) -> list[str]:

@@ -20,30 +20,13 @@ import pytest
 import xarray as xr
 
 import virtualizarr_fill
+from tests._cli import error_line as _error_line
+from tests._cli import run_cli as _run
+from tests._cli import snapshot_count as _snapshots
 from tests._native_references import rasterio_merge
-from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_IO, EXIT_OK, EXIT_USAGE, main
+from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_IO, EXIT_OK, EXIT_USAGE
 
 Tiles = Callable[..., list[Path]]
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _error_line(err: str) -> str:
-    """The error line of stderr (after any progress lines), checked to be one line."""
-    lines = [line for line in err.splitlines() if line.startswith("virtualizarr-fill: error:")]
-    assert len(lines) == 1, err
-    assert "internal error" not in lines[0], err
-    return lines[0]
-
-
-def _snapshots(repo: Path) -> int:
-    from virtualizarr_fill.writers.repository import open_repository
-
-    return len(list(open_repository(repo).ancestry(branch="main")))
 
 
 # --------------------------------------------------------------------------- mosaics

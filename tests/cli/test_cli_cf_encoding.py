@@ -11,27 +11,11 @@ import numpy as np
 import pytest
 
 import virtualizarr_fill
+from tests._cli import error_line as _error_line
+from tests._cli import run_cli as _run
+from tests._cli import snapshot_count as _snapshots
 from tests.assemble.test_cf_encoding_conflicts import CONFLICTS, native, packed
-from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, main
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("virtualizarr-fill: error:")]
-    assert len(lines) == 1, err
-    assert "internal error" not in lines[0], err
-    return lines[0]
-
-
-def _snapshots(repo: Path) -> int:
-    from virtualizarr_fill.writers.repository import open_repository
-
-    return len(list(open_repository(repo).ancestry(branch="main")))
+from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK
 
 
 @pytest.mark.parametrize(

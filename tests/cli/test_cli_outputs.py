@@ -20,6 +20,7 @@ import pytest
 import xarray as xr
 
 import virtualizarr_fill
+from tests._cli import error_line as _error_line
 from tests.conftest import CORPUS_DIR
 from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, main
 
@@ -123,12 +124,6 @@ def _days(directory: Path, lengths: list[int]) -> list[Path]:
         paths.append(path)
         start += pd.Timedelta(days=length)
     return paths
-
-
-def _error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("virtualizarr-fill: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def test_forced_format_2_refusal_names_the_command_line_options(

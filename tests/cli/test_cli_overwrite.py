@@ -15,22 +15,11 @@ import pytest
 import rasterio
 
 import virtualizarr_fill
-from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, main
+from tests._cli import error_line as _error_line
+from tests._cli import run_cli as _run
+from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
 
 Tiles = Callable[..., list[Path]]
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("virtualizarr-fill: error:")]
-    assert len(lines) == 1, err
-    assert "internal error" not in lines[0], err
-    return lines[0]
 
 
 def _native(path: Path) -> np.ndarray:

@@ -15,26 +15,15 @@ import pytest
 import xarray as xr
 
 import virtualizarr_fill
+from tests._cli import error_line as _error_line
+from tests._cli import run_cli as _run
 from tests._stac_items import Scene, collection, item, merged_by_date, write_dates, write_json
-from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, main
+from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE
 
 pytest.importorskip("pystac")
 
 DATES = ["2024-03-02T10:20:30Z", "2024-01-05T10:20:30Z", "2024-02-11T10:20:30Z"]
 LATER = ["2024-04-20T10:20:30Z", "2024-04-01T10:20:30Z"]
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("virtualizarr-fill: error:")]
-    assert len(lines) == 1, err
-    assert "internal error" not in lines[0] and "Traceback" not in err, err
-    return lines[0]
 
 
 def _items_file(path: Path, scenes: list[Scene], **kwargs: Any) -> Path:

@@ -13,14 +13,9 @@ import numpy as np
 import pytest
 
 import virtualizarr_fill
+from tests._cli import run_cli as _run
 from tests.assemble.test_time_units import WEEKS, bounded_weeks, native, observed, stations
-from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, main
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK
 
 
 def test_build_reads_time_bounds_with_each_files_units(

@@ -21,7 +21,8 @@ import h5py
 import numpy as np
 import pytest
 
-from virtualizarr_fill.cli import EXIT_IO, EXIT_MISMATCH, EXIT_OK, EXIT_USAGE, main
+from tests._cli import run_cli as _run
+from virtualizarr_fill.cli import EXIT_IO, EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
 
 rasterio = pytest.importorskip("rasterio")
 netCDF4 = pytest.importorskip("netCDF4")
@@ -33,12 +34,6 @@ ORIGIN, RES = (500_000.0, 4_000_000.0), 10.0
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _build(capsys: pytest.CaptureFixture[str], *argv: str) -> None:
