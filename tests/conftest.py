@@ -51,6 +51,18 @@ def s3_server() -> Iterator[S3Server]:
         yield server
 
 
+@pytest.fixture
+def s3_environment(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The server with the standard AWS variables set as users set them; the command line's
+    stores, cached per process, configured afresh from that environment."""
+    from virtualizarr_fill.cli import _inputs
+
+    for key, value in s3_server.aws_environment().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(_inputs, "_STORES", {})
+    return s3_server
+
+
 # --------------------------------------------------------------------------- GeoTIFF tiles
 
 #: The tile set :func:`write_tiles` writes: 2 rows x 3 columns cut from one image, the

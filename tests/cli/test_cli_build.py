@@ -448,24 +448,11 @@ def test_inspect_carries_on_past_a_missing_file(
 
 
 def test_a_missing_object_is_one_readable_line(
-    s3_server: Any,
+    s3_environment: Any,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
-    from virtualizarr_fill.cli import _inputs
-
-    s3_server.create_bucket("missing-objects")
-    for key, value in {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION,
-        "AWS_ALLOW_HTTP": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})
+    s3_environment.create_bucket("missing-objects")
     url = "s3://missing-objects/tiles/nothing.tif"
     code, _, err = _run(capsys, "build", url, "--out", tmp_path / "r.icechunk", "--workers", "0")
     line = _error_line(err)

@@ -415,28 +415,16 @@ def test_verify_reads_a_series_that_is_rectilinear_only_when_combined(tmp_path: 
 
 def test_icechunk_on_s3_from_s3_inputs(
     tmp_path: Path,
-    s3_server: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    s3_environment: Any,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
-    from virtualizarr_fill.cli import _inputs
 
     bucket = "verify-inputs"
-    s3_server.create_bucket(bucket)
+    s3_environment.create_bucket(bucket)
     tiles = _tiles(tmp_path)
     series = _netcdf_series(tmp_path)
     for path in [*tiles, *series]:
-        s3_server.upload(bucket, f"data/{path.name}", path)
-    for key, value in {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION,
-        "AWS_ALLOW_HTTP": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})  # stores configured from this environment
+        s3_environment.upload(bucket, f"data/{path.name}", path)
     for pattern, extra in (("tile_*.tif", []), ("day_*.nc", ["--concat-dim", "time"])):
         urls = f"s3://{bucket}/data/{pattern}"
         repo = tmp_path / f"{pattern[:3]}.icechunk"

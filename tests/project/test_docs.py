@@ -28,8 +28,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
-
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 TUTORIAL_SECTIONS = ("Getting started", "User guide")
@@ -87,13 +85,7 @@ def _s3_environment(request: pytest.FixtureRequest) -> dict[str, str]:
     server = request.getfixturevalue("s3_server")
     if S3_BUCKET not in {b["Name"] for b in server.client().list_buckets()["Buckets"]}:
         server.create_bucket(S3_BUCKET)
-    return {
-        "AWS_ENDPOINT_URL": server.endpoint,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION,
-        "AWS_ALLOW_HTTP": "true",
-    }
+    return server.aws_environment()
 
 
 def _run_python(block: Block, namespace: dict[str, Any]) -> None:

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
 from virtualizarr_fill.cli import EXIT_IO, EXIT_MISMATCH, EXIT_OK, main
 from virtualizarr_fill.writers.icechunk_reads import SourceFileChangedError
 from virtualizarr_fill.writers.repository import (
@@ -152,29 +151,18 @@ def test_verify_names_the_changed_file_in_one_line(
 
 def test_a_changed_file_on_s3_is_named(
     tmp_path: Path,
-    s3_server: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    s3_environment: Any,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Files in a bucket: an identical object uploaded again has a new modification
     time (and the same ETag), and Icechunk refuses it the same way."""
     import virtualizarr_fill
-    from virtualizarr_fill.cli import _inputs
 
     bucket = "changed-objects"
-    s3_server.create_bucket(bucket)
+    s3_environment.create_bucket(bucket)
     paths = _days(tmp_path)
     for path in paths:
-        s3_server.upload(bucket, f"days/{path.name}", path)
-    for key, value in {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION,
-        "AWS_ALLOW_HTTP": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})
+        s3_environment.upload(bucket, f"days/{path.name}", path)
     urls = [f"s3://{bucket}/days/{path.name}" for path in paths]
     repo = tmp_path / "days.icechunk"
     _built(capsys, *urls, "--concat-dim", "time", "--out", str(repo))
@@ -182,7 +170,7 @@ def test_a_changed_file_on_s3_is_named(
         virtualizarr_fill.open_icechunk(repo)["temp"].values, _native_temp(paths)
     )
     time.sleep(2)  # S3 modification times are whole seconds
-    s3_server.upload(bucket, "days/day_1.nc", paths[1])
+    s3_environment.upload(bucket, "days/day_1.nc", paths[1])
     with pytest.raises(SourceFileChangedError, match=f"^{urls[1]}: modified after"):
         _ = virtualizarr_fill.open_icechunk(repo)["temp"].values
 

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
 from virtualizarr_fill.cli import EXIT_OK, main
 
 rasterio = pytest.importorskip("rasterio")
@@ -28,22 +27,11 @@ BUCKET = "kerchunk-targets"
 
 
 @pytest.fixture
-def s3_environment(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The standard AWS variables pointing at the loopback server, as users set them."""
-    from virtualizarr_fill.cli import _inputs
-
-    if BUCKET not in {b["Name"] for b in s3_server.client().list_buckets()["Buckets"]}:
-        s3_server.create_bucket(BUCKET)
-    for key, value in {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION,
-        "AWS_ALLOW_HTTP": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})  # stores configured from this environment
-    return s3_server
+def kerchunk_bucket(s3_environment: Any) -> Any:
+    """The loopback server, AWS variables set, with this module's bucket."""
+    if BUCKET not in {b["Name"] for b in s3_environment.client().list_buckets()["Buckets"]}:
+        s3_environment.create_bucket(BUCKET)
+    return s3_environment
 
 
 def _tiles(directory: Path) -> list[Path]:
@@ -108,12 +96,12 @@ def _tiles_native(paths: list[Path]) -> np.ndarray:
 
 @pytest.mark.parametrize("suffix", ["json", "parquet"])
 def test_tiff_references_on_s3_reopen(
-    tmp_path: Path, s3_environment: Any, capsys: pytest.CaptureFixture[str], suffix: str
+    tmp_path: Path, kerchunk_bucket: Any, capsys: pytest.CaptureFixture[str], suffix: str
 ) -> None:
     import virtualizarr_fill
 
     paths = _tiles(tmp_path)
-    _upload(s3_environment, paths, f"tiles-{suffix}")
+    _upload(kerchunk_bucket, paths, f"tiles-{suffix}")
     pattern = f"s3://{BUCKET}/tiles-{suffix}/tile_*.tif"
     refs = tmp_path / f"column.{suffix}"
     _cli(capsys, "build", pattern, "--concat-dim", "y", "--out", str(refs), "--workers", "0")
@@ -126,12 +114,12 @@ def test_tiff_references_on_s3_reopen(
 
 
 def test_netcdf_references_on_s3_read_as_netcdf4(
-    tmp_path: Path, s3_environment: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, kerchunk_bucket: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import virtualizarr_fill
 
     paths = _days(tmp_path)
-    urls = _upload(s3_environment, paths, "days")
+    urls = _upload(kerchunk_bucket, paths, "days")
     refs = tmp_path / "days.json"
     _cli(capsys, "build", *urls, "--concat-dim", "time", "--out", str(refs), "--workers", "0")
 
@@ -149,7 +137,7 @@ def test_netcdf_references_on_s3_read_as_netcdf4(
 
 
 def test_the_guide_recipe_reads_s3_references(
-    tmp_path: Path, s3_environment: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, kerchunk_bucket: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """docs/guide/kerchunk.md's recipe for references into S3, as written there."""
     import fsspec
@@ -159,7 +147,7 @@ def test_the_guide_recipe_reads_s3_references(
 
     enable_rectilinear_chunks()
     paths = _tiles(tmp_path)
-    _upload(s3_environment, paths, "recipe")
+    _upload(kerchunk_bucket, paths, "recipe")
     refs = tmp_path / "column.json"
     pattern = f"s3://{BUCKET}/recipe/tile_*.tif"
     _cli(capsys, "build", pattern, "--concat-dim", "y", "--out", str(refs), "--workers", "0")
