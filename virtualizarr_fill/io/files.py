@@ -10,7 +10,7 @@ report them.
 obspec-utils' readers cover similar ground but spend a HEAD request on every file;
 header parsing of small files is dominated by round trips, hence this reader.
 
-Every request is bounded by the parse's deadline (:mod:`virtualizarr_fill.deadlines`),
+Every request is bounded by the parse's deadline (:mod:`virtualizarr_fill.io.deadlines`),
 and every failure, obstore's panics included (a ``BaseException``: reading ranges of a
 file that shrank after its size was read), becomes a
 :class:`~virtualizarr_fill.errors.StoreReadError` naming the file.
@@ -82,7 +82,7 @@ class StoreFile(io.RawIOBase):
     block_size
         Granularity of later reads and of the cache.
     deadline
-        The parse's :class:`~virtualizarr_fill.deadlines.Deadline`, or seconds from now
+        The parse's :class:`~virtualizarr_fill.io.deadlines.Deadline`, or seconds from now
         (``None``: no deadline). A request still unanswered when it passes is cancelled
         and raises :class:`~virtualizarr_fill.errors.StoreReadError`.
     url
