@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Buffer, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from virtualizarr_fill.deadlines import (
+from virtualizarr_fill.errors import StoreReadError
+from virtualizarr_fill.io.deadlines import (
     DEFAULT_PARSE_DEADLINE,
     Deadline,
     DeadlineExceeded,
@@ -32,7 +33,6 @@ from virtualizarr_fill.deadlines import (
     call_within,
     is_local,
 )
-from virtualizarr_fill.errors import StoreReadError
 
 DEFAULT_FIRST_REQUEST = 64 * 1024
 DEFAULT_BLOCK_SIZE = 64 * 1024
