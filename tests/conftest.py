@@ -55,11 +55,11 @@ def s3_server() -> Iterator[S3Server]:
 def s3_environment(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
     """The server with the standard AWS variables set as users set them; the command line's
     stores, cached per process, configured afresh from that environment."""
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     for key, value in s3_server.aws_environment().items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})
+    monkeypatch.setattr(registries, "_STORES", {})
     return s3_server
 
 

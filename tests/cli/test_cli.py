@@ -541,7 +541,7 @@ def test_build_from_s3(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     s3_server.create_bucket("cli-inputs")
     for name in SHORT:
@@ -554,7 +554,7 @@ def test_build_from_s3(
         "AWS_ALLOW_HTTP": "true",
     }.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})  # stores configured from this environment
+    monkeypatch.setattr(registries, "_STORES", {})  # stores configured from this environment
 
     repo = tmp_path / "from-s3.icechunk"
     pattern = "s3://cli-inputs/tiles/strip_short_*.tif"
@@ -633,8 +633,8 @@ def test_tiff_parser_records_every_array(
     from obstore.store import LocalStore
 
     from virtualizarr_fill import TIFFParser
-    from virtualizarr_fill.codec_chains import edge_handling_of
     from virtualizarr_fill.report import collect
+    from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
 
     registry = ObjectStoreRegistry({"file://": LocalStore()})
     cog = gdal_tiffs["gdal_cog_overviews_mask"].resolve().as_uri()

@@ -21,9 +21,9 @@ from obstore.store import LocalStore
 
 from tests.servers import FaultyProxy, S3Server, faulty_proxy
 from virtualizarr_fill import HDF5Parser, StoreReadError, TIFFParser
-from virtualizarr_fill.deadlines import RETRY_CONFIG
 from virtualizarr_fill.formats import AutoParser
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.deadlines import RETRY_CONFIG
+from virtualizarr_fill.io.files import StoreFile
 
 BUCKET = "stall-tests"
 #: A deadline short enough for a test, long enough for a loaded machine's round trip.
@@ -125,13 +125,13 @@ def test_empty_object_on_s3_has_size_zero(s3_server: S3Server, uploaded: str) ->
 
 
 def test_stores_the_cli_builds_have_bounded_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
-    monkeypatch.setattr(_inputs, "_STORES", {})
-    store, _ = _inputs.registry_for(["s3://some-bucket/a.tif"]).resolve("s3://some-bucket/a.tif")
+    monkeypatch.setattr(registries, "_STORES", {})
+    store, _ = registries.registry_for(["s3://some-bucket/a.tif"]).resolve("s3://some-bucket/a.tif")
     assert store.retry_config["max_retries"] == RETRY_CONFIG["max_retries"]
     assert store.retry_config["retry_timeout"] == RETRY_CONFIG["retry_timeout"]
 

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from virtualizarr_fill.cli._destinations import import_optional
-from virtualizarr_fill.cli._inputs import local_path, registry_for
+from virtualizarr_fill.cli._inputs import local_path
+from virtualizarr_fill.io.registries import registry_for
 
 __all__ = [
     "TIFF_NATIVE",
@@ -79,7 +80,7 @@ class _ObjectFile(io.RawIOBase):
     """A seekable file over obstore's buffered object reader, returning ``bytes``.
 
     h5py, h5netcdf and GDAL's Python opener need ``bytes`` from ``read``; obstore's
-    reader returns its own buffer type. Unlike :class:`~virtualizarr_fill.io.StoreFile`
+    reader returns its own buffer type. Unlike :class:`~virtualizarr_fill.io.files.StoreFile`
     it keeps no cache, so reading a whole large file stays within the reader's buffer.
     """
 

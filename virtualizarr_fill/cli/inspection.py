@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from virtualizarr_fill.cli._errors import EXIT_OK, CliError
-from virtualizarr_fill.cli._inputs import display, expand_inputs, registry_for
+from virtualizarr_fill.cli._inputs import display, expand_inputs
 from virtualizarr_fill.cli._parse import describe_failure, make_parser, recording, warning_texts
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.formats import detect_format
+from virtualizarr_fill.io.registries import registry_for
 from virtualizarr_fill.report import ParseReport
 
 __all__ = [
@@ -196,7 +197,7 @@ def describe_array(
     """What ``inspect`` shows of one virtual array in ``group`` (JSON-ready)."""
     from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 
-    from virtualizarr_fill.codec_chains import edge_handling_of
+    from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
 
     array = variable.data
     metadata = array.metadata

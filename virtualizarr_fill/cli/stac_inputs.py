@@ -96,8 +96,8 @@ def _opened(
     allow_gaps: bool,
     on_fill_conflict: Any,
 ) -> tuple[xr.Dataset, list[str]]:
-    from virtualizarr_fill.cli._inputs import registry_for
     from virtualizarr_fill.cli.progress import Progress
+    from virtualizarr_fill.io.registries import registry_for
     from virtualizarr_fill.stac import StacItemError, open_stac_stack
 
     progress = Progress("parse", len(found.groups), "time steps")
@@ -140,7 +140,7 @@ def _stored_with_decoded_time(dataset: xr.Dataset) -> xr.Dataset:
     """``dataset`` with its time coordinate decoded, as the stored one is opened."""
     import xarray as xr
 
-    from virtualizarr_fill.time_stack import TIME
+    from virtualizarr_fill.tiff.scene_time import TIME
 
     decoded = xr.decode_cf(xr.Dataset(coords={TIME: dataset[TIME].variable}))
     return dataset.assign_coords({TIME: decoded[TIME]})
@@ -159,7 +159,7 @@ def command_build_stac(args: argparse.Namespace) -> int:
         _Parsed,
         _refuse_known,
     )
-    from virtualizarr_fill.time_stack import TIME
+    from virtualizarr_fill.tiff.scene_time import TIME
 
     started = time.perf_counter()
     destination = Destination.parse(args.out)

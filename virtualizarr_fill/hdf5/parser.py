@@ -1,7 +1,7 @@
 """``HDF5Parser``: HDF5 and netCDF-4 files as VirtualiZarr manifest stores.
 
 The parser reads only metadata, with h5py, through a file object over the registry's
-object store (:class:`virtualizarr_fill.io.StoreFile`), so local and cloud files work
+object store (:class:`virtualizarr_fill.io.files.StoreFile`), so local and cloud files work
 alike and every request is counted. The result matches what
 ``xr.open_dataset(path, engine="h5netcdf", phony_dims="sort")`` shows (groups as a
 DataTree): same variable and dimension names, attributes and values.
@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
-from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
 from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
@@ -43,6 +42,7 @@ from virtualizarr_fill.hdf5.session import (
     superblock_sizes,
 )
 from virtualizarr_fill.hdf5.walk import ObjectNames, SkippedLinkWarning, Walker, member_names
+from virtualizarr_fill.io.urls import normalize_url
 from virtualizarr_fill.manifests import FileManifestStore
 
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024 * 1024
@@ -99,7 +99,7 @@ class HDF5Parser:
         Largest chunk grid of one dataset (manifests are dense: about 40 bytes a chunk);
         larger ones are refused rather than exhausting memory.
     reader_options
-        Keyword arguments for :class:`virtualizarr_fill.io.StoreFile` (``block_size``,
+        Keyword arguments for :class:`virtualizarr_fill.io.files.StoreFile` (``block_size``,
         ``first_request``; both 1 MiB by default).
     external_files
         Which other files the file may reference (external links, external raw storage,
@@ -167,7 +167,7 @@ class HDF5Parser:
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Parse the file at ``url`` (resolved through ``registry``) into a ManifestStore."""
-        url = validate_and_normalize_path_to_uri(url)
+        url = normalize_url(url)
         session = FileSession(registry, self.reader_options, self.external_files, main_url=url)
         root: GroupNode | None = None
         try:

@@ -1,4 +1,4 @@
-"""Scenes stacked along a ``time`` dimension whose coordinate each file gives.
+"""A scene's time, for the TIFF parser's ``time_from`` option.
 
 Most GeoTIFF archives hold one scene per date. With ``TIFFParser(time_from=...)`` each
 file's dataset gets a leading ``time`` dimension of length one and a ``time``
@@ -16,27 +16,18 @@ Dates are read as ISO 8601 (``2024-01-17``, ``2024-01-17T10:30:00Z``), TIFF's
 ``2024:01:17 10:30:00``, or digits ``YYYYMMDD``, ``YYYYMMDDhhmm``, ``YYYYMMDDhhmmss``; a
 date without time zone is UTC. The coordinate is CF-encoded (integer seconds since
 1970-01-01, proleptic Gregorian calendar), which xarray decodes to ``datetime64``.
-
-:func:`stack_by_time` orders such datasets by their time, refuses two scenes of the
-same time naming both files, and concatenates them along ``time`` (the CLI's
-``build --time-from``).
+Scenes are stacked by :func:`virtualizarr_fill.assemble.time_stack.stack_by_time`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from virtualizarr_fill.errors import VirtualizarrFillError
-
-if TYPE_CHECKING:
-    import xarray as xr
 
 TIME = "time"
 #: The CF attributes of the time coordinate.
@@ -46,7 +37,7 @@ TIME_ATTRIBUTES: dict[str, str] = {
     "calendar": "proleptic_gregorian",
 }
 DATETIME_TAG = 306
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _DIGIT_FORMATS = {8: "%Y%m%d", 12: "%Y%m%d%H%M", 14: "%Y%m%d%H%M%S"}
 
 
@@ -131,76 +122,18 @@ def scene_time(source: TimeSource, url: str, tags: Any, metadata: Mapping[str, A
 
 def time_value(when: dt.datetime) -> int:
     """``when`` in the coordinate's units (whole seconds since the epoch)."""
-    return int((when - _EPOCH) // dt.timedelta(seconds=1))
+    return int((when - EPOCH) // dt.timedelta(seconds=1))
 
-
-def _scene_key(dataset: xr.Dataset, url: str) -> np.datetime64 | int:
-    if TIME not in dataset.coords or dataset.sizes.get(TIME) != 1:
-        raise TimeCoordinateError(
-            f"{url}: no time coordinate of one scene (parse with TIFFParser(time_from=...))"
-        )
-    value = np.asarray(dataset[TIME].values)[0]
-    return value.item() if isinstance(value, np.integer) else value
-
-
-def order_by_time(datasets: Sequence[xr.Dataset], urls: Sequence[str]) -> list[int]:
-    """The positions of ``datasets`` in time order; raises :class:`TimeCoordinateError`
-    naming the files when two scenes have the same time."""
-    keys = [_scene_key(ds, url) for ds, url in zip(datasets, urls, strict=True)]
-    order = sorted(range(len(keys)), key=lambda i: keys[i])
-    for earlier, later in itertools.pairwise(order):
-        if keys[earlier] == keys[later]:
-            raise TimeCoordinateError(
-                f"{urls[earlier]} and {urls[later]} have the same time "
-                f"({_readable(keys[earlier])}); a time stack takes one scene per time"
-            )
-    return order
-
-
-def _readable(key: Any) -> str:
-    if isinstance(key, int):
-        return (_EPOCH + dt.timedelta(seconds=key)).isoformat()
-    return str(key)
-
-
-def stack_by_time(datasets: Sequence[xr.Dataset], urls: Sequence[str]) -> xr.Dataset:
-    """The scenes (parsed with ``TIFFParser(time_from=...)``) concatenated along
-    ``time`` in time order; two scenes of the same time are refused, naming the files.
-
-    Parameters
-    ----------
-    datasets
-        One virtual dataset per file.
-    urls
-        The files, for messages.
-
-    Returns
-    -------
-    xarray.Dataset
-        The stack; the other dimensions must agree exactly across the scenes.
-    """
-    import xarray as xr
-
-    order = order_by_time(datasets, urls)
-    return xr.concat(
-        [datasets[i] for i in order],
-        dim=TIME,
-        data_vars="minimal",
-        coords="minimal",
-        compat="override",
-        join="exact",
-        combine_attrs="drop_conflicts",
-    )
 
 
 __all__ = [
+    "DATETIME_TAG",
+    "EPOCH",
     "TIME",
     "TIME_ATTRIBUTES",
     "TimeCoordinateError",
     "TimeSource",
-    "order_by_time",
     "parse_time",
     "scene_time",
-    "stack_by_time",
     "time_value",
 ]

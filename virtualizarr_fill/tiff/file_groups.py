@@ -8,7 +8,7 @@
 * :func:`multiscale_group`: the first pyramid as multiscale levels (:mod:`.pyramid`).
 
 The IFD chain is walked with a cycle check and a budget (:mod:`.chain`); each image's
-group is built by :mod:`.single_image`.
+group is built by :mod:`.image_groups`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import numpy as np
 from virtualizarr.manifests import ManifestArray, ManifestGroup
 
 from virtualizarr_fill.errors import CorruptFileError, UnsupportedFeatureError
-from virtualizarr_fill.tiff import chain, images, pyramid, segments
+from virtualizarr_fill.tiff import chain, pyramid, segments
+from virtualizarr_fill.tiff import image_descriptions as images
 from virtualizarr_fill.tiff.arrays import inlined_array, manifest_array, manifest_group
-from virtualizarr_fill.tiff.images import ImageDescription, as_page
-from virtualizarr_fill.tiff.single_image import (
+from virtualizarr_fill.tiff.image_descriptions import ImageDescription, as_page
+from virtualizarr_fill.tiff.image_groups import (
     DATA_VARIABLE,
     ParseContext,
     chain_page,
