@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from virtualizarr_fill.errors import (
     IncompatibleArraysError,
+    MultiscaleLevelsWarning,
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
@@ -79,7 +80,7 @@ def common_levels(trees: Sequence[xr.DataTree], urls: Sequence[str]) -> list[str
             f"only the {len(kept)} levels with the same decimation factors in every file are "
             f"kept; left out: further levels of {', '.join(longer[:5])}"
             + (f" and {len(longer) - 5} more files" if len(longer) > 5 else ""),
-            UserWarning,
+            MultiscaleLevelsWarning,
             stacklevel=2,
         )
     return kept
@@ -182,7 +183,7 @@ def _combined_level(
             warnings.warn(
                 f"level {name}: the masks cannot be combined along {dim!r} and are left "
                 f"out ({failure})",
-                UserWarning,
+                MultiscaleLevelsWarning,
                 stacklevel=3,
             )
             return combined

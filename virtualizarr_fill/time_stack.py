@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from virtualizarr_fill.errors import VirtualizarrFillError
+from virtualizarr_fill.errors import TimeCoordinateError as TimeCoordinateError
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -48,10 +48,6 @@ TIME_ATTRIBUTES: dict[str, str] = {
 DATETIME_TAG = 306
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _DIGIT_FORMATS = {8: "%Y%m%d", 12: "%Y%m%d%H%M", 14: "%Y%m%d%H%M%S"}
-
-
-class TimeCoordinateError(VirtualizarrFillError, ValueError):
-    """A scene's time is missing or unreadable, or two scenes have the same time."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,11 @@ from virtualizarr_fill.assemble.collecting import Collector
 from virtualizarr_fill.assemble.mosaic import combine_tiles, tile_grid
 from virtualizarr_fill.assemble.parts import FilePart, file_part
 from virtualizarr_fill.assemble.placement import Overlap, X, Y
-from virtualizarr_fill.errors import IncompatibleArraysError, VirtualizarrFillError
+from virtualizarr_fill.errors import (
+    IncompatibleArraysError,
+    MultiscaleLevelsWarning,
+    VirtualizarrFillError,
+)
 from virtualizarr_fill.multiscales import Level, describe
 from virtualizarr_fill.tiff.pyramid import MASK_VARIABLE
 
@@ -85,7 +89,7 @@ def mosaic_level(
             warnings.warn(
                 f"level {name}: the masks cannot be placed in the mosaic and are left out "
                 f"({failure})",
-                UserWarning,
+                MultiscaleLevelsWarning,
                 stacklevel=2,
             )
             return combined

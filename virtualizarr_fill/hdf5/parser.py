@@ -10,7 +10,7 @@ One unsupported dataset never costs the whole file: by default it is skipped wit
 :class:`SkippedDatasetWarning` naming the dataset and the reason
 (``on_unsupported="raise"`` raises instead). Dangling and cyclic links are skipped with
 a :class:`SkippedLinkWarning`; odd attributes are converted or skipped with an
-:class:`~virtualizarr_fill.hdf5.attrs.AttributeWarning`.
+:class:`~virtualizarr_fill.errors.AttributeWarning`.
 
 Malformed files: every B-tree, heap and attribute index libhdf5 would follow is checked
 from its bytes first (see :mod:`~virtualizarr_fill.hdf5.walk`); what fails is never
@@ -31,6 +31,7 @@ from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
+from virtualizarr_fill.errors import SkippedDatasetWarning as SkippedDatasetWarning
 from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
 from virtualizarr_fill.hdf5.arrays import build_array
 from virtualizarr_fill.hdf5.attrs import AttributeWarning, convert_attributes
@@ -51,19 +52,6 @@ DEFAULT_MAX_CHUNKS = 1 << 22  # about 170 MB of dense manifest at the limit
 #: nodes, heaps), and one MiB per round trip never costs more requests or bytes than
 #: VirtualiZarr's default reader while usually needing fewer requests.
 DEFAULT_READER_OPTIONS: dict[str, Any] = {"first_request": 1 << 20, "block_size": 1 << 20}
-
-
-class SkippedDatasetWarning(UserWarning):
-    """A dataset was left out of the virtual store; ``kind`` and ``reason`` say why."""
-
-    def __init__(
-        self, message: str, *, url: str = "", dataset: str = "", kind: str = "", reason: str = ""
-    ) -> None:
-        super().__init__(message)
-        self.url = url
-        self.dataset = dataset
-        self.kind = kind
-        self.reason = reason
 
 
 class HDF5Parser:

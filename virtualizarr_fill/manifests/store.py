@@ -37,6 +37,7 @@ from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Suf
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges
+from virtualizarr_fill.errors import OversizedChunkWarning
 from virtualizarr_fill.io import store_read_error
 from virtualizarr_fill.manifests.byte_ranges import resolve
 
@@ -285,7 +286,7 @@ def warn_about_oversized_chunks(vds: xr.Dataset) -> None:
             "as virtual references correctly, but cannot be concatenated along that axis "
             "without loading them. Pass them to loadable_variables to load them as in-memory "
             "arrays if you need to concatenate them.",
-            UserWarning,
+            OversizedChunkWarning,
             stacklevel=3,
         )
 
