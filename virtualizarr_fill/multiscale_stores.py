@@ -1,7 +1,7 @@
 """Multiscale groups of many files and their stores: a mosaic (or stack) of COGs keeps
 its levels, and a multiscale tree becomes kerchunk references.
 
-``TIFFParser(overviews="multiscales")`` turns one COG into a multiscale group (levels
+``TIFFParser(layout="multiscales")`` turns one COG into a multiscale group (levels
 ``"0"``..``"n"``, see :mod:`virtualizarr_fill.tiff.pyramid`). :func:`combine_multiscales`
 combines the trees of many files level by level, along the dimension their full
 resolution images are combined along; a level is kept where every file has it with the
@@ -124,7 +124,7 @@ def combine_multiscales(
     ----------
     trees
         One multiscale tree per file (``open_virtual_datatree(url, registry,
-        parser=TIFFParser(overviews="multiscales"))``), in the order to combine them.
+        parser=TIFFParser(layout="multiscales"))``), in the order to combine them.
     urls
         The files, for messages.
     dim

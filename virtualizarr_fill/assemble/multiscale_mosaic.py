@@ -37,7 +37,7 @@ __all__ = ["level_parts", "mosaic_level", "mosaic_multiscales"]
 
 def level_parts(store: FileManifestStore, names: Sequence[str]) -> dict[str, FilePart]:
     """The part of each level ``names`` of a file parsed with
-    ``TIFFParser(overviews="multiscales")``."""
+    ``TIFFParser(layout="multiscales")``."""
     from virtualizarr_fill.manifests.store import FileManifestStore
 
     parts = {}

@@ -32,6 +32,7 @@ from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
 from virtualizarr_fill.errors import SkippedDatasetWarning as SkippedDatasetWarning
+from virtualizarr_fill.fill.decision import FILL_OUT_OF_RANGE_POLICIES, OnFillOutOfRange
 from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
 from virtualizarr_fill.hdf5.arrays import build_array
 from virtualizarr_fill.hdf5.attrs import AttributeWarning, convert_attributes
@@ -54,6 +55,7 @@ DEFAULT_MAX_CHUNKS = 1 << 22  # about 170 MB of dense manifest at the limit
 DEFAULT_READER_OPTIONS: dict[str, Any] = {"first_request": 1 << 20, "block_size": 1 << 20}
 
 
+@dataclasses.dataclass(frozen=True, init=False)
 class HDF5Parser:
     """Create a VirtualiZarr ``ManifestStore`` from an HDF5 or netCDF-4 file.
 
@@ -79,7 +81,12 @@ class HDF5Parser:
         :class:`~virtualizarr_fill.errors.CorruptFileError`).
     on_fill_out_of_range
         A ``_FillValue``/``missing_value`` the dataset's type cannot hold: ``"warn"``
-        drops it, ``"raise"`` raises :class:`~virtualizarr_fill.errors.FillValueError`.
+        (default) drops it with a :class:`~virtualizarr_fill.errors.FillValueWarning`,
+        ``"raise"`` raises :class:`~virtualizarr_fill.errors.FillValueError`. The default
+        differs from :class:`~virtualizarr_fill.tiff.TIFFParser`'s on purpose: in HDF5
+        files such a value is a frequent leftover of a type conversion, the header fill
+        value still defines the storage, and no stored value can equal the dropped one
+        (see docs/fill-values.md).
     max_inline_bytes
         Largest dataset read at parse time and stored inline (variable-length strings,
         compact storage, types h5py converts on read); larger ones are refused.
@@ -116,13 +123,25 @@ class HDF5Parser:
     ...                              parser=HDF5Parser(on_unsupported="raise"))
     """
 
+    group: str | None = None
+    drop_variables: frozenset[str] = frozenset()
+    on_unsupported: Literal["warn", "raise"] = "warn"
+    on_fill_out_of_range: OnFillOutOfRange = "warn"
+    max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+    # A dict cannot be hashed: equality compares it, the hash leaves it out.
+    reader_options: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: dict(DEFAULT_READER_OPTIONS), hash=False
+    )
+    external_files: ExternalFiles = "same-directory"
+
     def __init__(
         self,
         group: str | None = None,
         drop_variables: Iterable[str] | None = None,
         *,
         on_unsupported: Literal["warn", "raise"] = "warn",
-        on_fill_out_of_range: Literal["warn", "raise"] = "warn",
+        on_fill_out_of_range: OnFillOutOfRange = "warn",
         max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES,
         max_chunks: int = DEFAULT_MAX_CHUNKS,
         reader_options: dict[str, Any] | None = None,
@@ -134,24 +153,20 @@ class HDF5Parser:
             )
         if on_unsupported not in ("warn", "raise"):
             raise ValueError(f"on_unsupported must be 'warn' or 'raise', got {on_unsupported!r}")
-        if on_fill_out_of_range not in ("warn", "raise"):
+        if on_fill_out_of_range not in FILL_OUT_OF_RANGE_POLICIES:
             raise ValueError(
                 f"on_fill_out_of_range must be 'warn' or 'raise', got {on_fill_out_of_range!r}"
             )
-        self.group = group
-        self.drop_variables = frozenset(drop_variables or ())
-        self.on_unsupported = on_unsupported
-        self.on_fill_out_of_range = on_fill_out_of_range
-        self.max_inline_bytes = int(max_inline_bytes)
-        self.max_chunks = int(max_chunks)
-        self.reader_options = {**DEFAULT_READER_OPTIONS, **(reader_options or {})}
-        self.external_files: ExternalFiles = external_files
-
-    def __repr__(self) -> str:
-        return (
-            f"HDF5Parser(group={self.group!r}, drop_variables={sorted(self.drop_variables)!r}, "
-            f"on_unsupported={self.on_unsupported!r})"
-        )
+        # A frozen dataclass sets its fields with object.__setattr__.
+        object.__setattr__(self, "group", group)
+        object.__setattr__(self, "drop_variables", frozenset(drop_variables or ()))
+        object.__setattr__(self, "on_unsupported", on_unsupported)
+        object.__setattr__(self, "on_fill_out_of_range", on_fill_out_of_range)
+        object.__setattr__(self, "max_inline_bytes", int(max_inline_bytes))
+        object.__setattr__(self, "max_chunks", int(max_chunks))
+        options = {**DEFAULT_READER_OPTIONS, **(reader_options or {})}
+        object.__setattr__(self, "reader_options", options)
+        object.__setattr__(self, "external_files", external_files)
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Parse the file at ``url`` (resolved through ``registry``) into a ManifestStore."""
@@ -280,6 +295,8 @@ class HDF5Parser:
             self._refuse(context.url, where, refusal)
         except FillValueError:
             raise  # on_fill_out_of_range="raise" asked for it
+        except Warning:
+            raise  # a warning the caller's filter turned into an error stops the parse
         except Exception as exc:
             # One dataset never costs the whole file; the reason names the failure.
             unexpected = DatasetRefused("unreadable", f"unexpected {type(exc).__name__}: {exc}")
