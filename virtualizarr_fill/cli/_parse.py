@@ -85,7 +85,7 @@ def parser_options(
     """The TIFF and HDF5 parser options of ``--tiff-option`` / ``--hdf5-option``
     arguments (over ``tiff_defaults``), deprecated TIFF option names replaced by their
     new ones with a warning on stderr (so that build records hold the new names)."""
-    from virtualizarr_fill.tiff.options import upgrade_options
+    from virtualizarr_fill.parser_options import upgrade_options
 
     given = {**tiff_defaults, **_options(args.tiff_option, "--tiff-option")}
     try:

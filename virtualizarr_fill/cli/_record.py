@@ -89,7 +89,7 @@ class BuildRecord:
             raise CliError(f"{where}: unknown build mode {record.mode!r}", EXIT_BAD_INPUT)
         # Records written by earlier releases may hold deprecated TIFF option names: they
         # are ours, so they are upgraded without a warning.
-        from virtualizarr_fill.tiff.options import upgrade_options
+        from virtualizarr_fill.parser_options import upgrade_options
 
         tiff_options, _ = upgrade_options(record.tiff_options)
         return replace(record, tiff_options=tiff_options)

@@ -1,10 +1,9 @@
-"""The result of consolidating a file's fill information, the warning category, and the
-policy for fill values a data type cannot hold."""
+"""The result of consolidating a file's fill information, and the warning category."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -12,25 +11,12 @@ from virtualizarr_fill.errors import FillValueWarning as FillValueWarning
 from virtualizarr_fill.fill.cast import FillScalar, normalize_dtype
 from virtualizarr_fill.fill.coder import decode_fill_value
 
-__all__ = [
-    "FILL_OUT_OF_RANGE_POLICIES",
-    "FILL_VALUE_ATTR",
-    "MISSING_VALUE_ATTR",
-    "FillDecision",
-    "FillValueWarning",
-    "OnFillOutOfRange",
-]
+__all__ = ["FILL_VALUE_ATTR", "MISSING_VALUE_ATTR", "FillDecision", "FillValueWarning"]
 
 #: The CF missing-data sentinel attribute (encoded, see :mod:`~virtualizarr_fill.fill.coder`).
 FILL_VALUE_ATTR = "_FillValue"
 #: The older CF missing-data attribute (plain JSON numbers; xarray does not decode it).
 MISSING_VALUE_ATTR = "missing_value"
-
-#: What a fill value the data type cannot hold does (both parsers'
-#: ``on_fill_out_of_range``): ``"raise"`` a :class:`~virtualizarr_fill.errors.FillValueError`,
-#: or ``"warn"`` with a :class:`FillValueWarning` and leave that value out.
-OnFillOutOfRange = Literal["raise", "warn"]
-FILL_OUT_OF_RANGE_POLICIES: tuple[OnFillOutOfRange, ...] = ("raise", "warn")
 
 
 @dataclass(frozen=True)

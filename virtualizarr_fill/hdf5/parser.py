@@ -32,7 +32,6 @@ from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
 from virtualizarr_fill.errors import SkippedDatasetWarning as SkippedDatasetWarning
-from virtualizarr_fill.fill.decision import FILL_OUT_OF_RANGE_POLICIES, OnFillOutOfRange
 from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
 from virtualizarr_fill.hdf5.arrays import build_array
 from virtualizarr_fill.hdf5.attrs import AttributeWarning, convert_attributes
@@ -46,6 +45,7 @@ from virtualizarr_fill.hdf5.session import (
 )
 from virtualizarr_fill.hdf5.walk import ObjectNames, SkippedLinkWarning, Walker, member_names
 from virtualizarr_fill.manifests import FileManifestStore
+from virtualizarr_fill.parser_options import FILL_OUT_OF_RANGE_POLICIES, OnFillOutOfRange
 
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CHUNKS = 1 << 22  # about 170 MB of dense manifest at the limit

@@ -53,7 +53,6 @@ from virtualizarr_fill.errors import (
     VirtualizarrFillDeprecationWarning,
     VirtualizarrFillError,
 )
-from virtualizarr_fill.fill.decision import FILL_OUT_OF_RANGE_POLICIES, OnFillOutOfRange
 from virtualizarr_fill.io import (
     DEFAULT_FIRST_REQUEST,
     DEFAULT_PARSE_DEADLINE,
@@ -62,17 +61,19 @@ from virtualizarr_fill.io import (
     resolve,
 )
 from virtualizarr_fill.manifests import FileManifestStore
+from virtualizarr_fill.parser_options import (
+    FILL_OUT_OF_RANGE_POLICIES,
+    LAYOUTS,
+    OnFillOutOfRange,
+    TIFFLayout,
+    deprecation_message,
+    upgrade_options,
+)
 from virtualizarr_fill.tiff.file_layouts import (
     multiscale_group,
     select_page,
     stacked_group,
     tree_group,
-)
-from virtualizarr_fill.tiff.options import (
-    LAYOUTS,
-    TIFFLayout,
-    deprecation_message,
-    upgrade_options,
 )
 from virtualizarr_fill.tiff.single_image import (
     ParseContext,

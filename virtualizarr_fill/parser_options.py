@@ -1,5 +1,6 @@
-"""The options of :class:`~virtualizarr_fill.tiff.TIFFParser`: layouts, the fill-range
-policy, and the deprecated names they replace.
+"""The parsers' shared option values, and the deprecated TIFF option names they replace:
+the fill-range policy of both parsers, the layouts of
+:class:`~virtualizarr_fill.tiff.TIFFParser`.
 
 Earlier releases chose the layout of the store with three options that excluded each other
 (``tree=True``, ``stack_pages=True``, ``overviews="multiscales"``), and the fill-range
@@ -9,6 +10,9 @@ for one release with a :class:`~virtualizarr_fill.errors.VirtualizarrFillDepreca
 :func:`upgrade_options` maps them to the new names, for the parser and for option
 mappings such as the command line's ``--tiff-option`` and the build records stored by
 earlier versions.
+
+The module imports nothing of the package, so that the command line reads options
+without importing the parsing stack.
 """
 
 from __future__ import annotations
@@ -16,7 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
-from virtualizarr_fill.fill.decision import FILL_OUT_OF_RANGE_POLICIES, OnFillOutOfRange
+#: What a fill value the data type cannot hold does (``on_fill_out_of_range`` of both
+#: parsers): ``"raise"`` a :class:`~virtualizarr_fill.errors.FillValueError`, or
+#: ``"warn"`` with a :class:`~virtualizarr_fill.errors.FillValueWarning` and leave that
+#: value out.
+OnFillOutOfRange = Literal["raise", "warn"]
+FILL_OUT_OF_RANGE_POLICIES: tuple[OnFillOutOfRange, ...] = ("raise", "warn")
 
 #: How a TIFF's images become groups: ``"image"`` one image (``ifd``, default the first
 #: full-resolution one), ``"tree"`` one sibling group per image, ``"pages"`` the
