@@ -215,6 +215,7 @@ def odd_hdf5(tmp_path: Path) -> dict[str, Path]:
         ("fill", FillValueWarning),
         ("link", SkippedLinkWarning),
         ("oversized", OversizedChunkWarning),
+        ("attr", AttributeWarning),
     ],
 )
 def test_base_class_turns_hdf5_warnings_into_errors(
@@ -233,14 +234,8 @@ def test_base_class_turns_a_skipped_dataset_into_an_error(tmp_path: Path) -> Non
     with h5py.File(path, "w") as f:
         f.create_dataset("ok", data=np.arange(3, dtype="u1"))
         f.create_dataset("ragged", (2,), dtype=h5py.vlen_dtype(np.dtype("i4")))
-    parser = HDF5Parser(max_inline_bytes=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        parser(_url(path), REGISTRY)
-    kinds = {type(w.message) for w in caught}
-    assert kinds and kinds <= {SkippedDatasetWarning, AttributeWarning}, kinds
-    first = type(caught[0].message)
-    _as_errors(lambda: parser(_url(path), REGISTRY), first)
+    parser = HDF5Parser()  # variable-length sequences: no Zarr data type holds them
+    _as_errors(lambda: parser(_url(path), REGISTRY), SkippedDatasetWarning)
 
 
 def test_base_class_turns_a_non_finite_attribute_into_an_error(tmp_path: Path) -> None:
