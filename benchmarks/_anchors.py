@@ -307,7 +307,7 @@ def _ours_tiff(t: Target) -> Any:
     from virtualizarr_fill.tiff import TIFFParser
 
     # Every image, like virtual-tiff's default and conformance.py's check.
-    return TIFFParser(tree=True)(t.url, t.registry)
+    return TIFFParser(layout="tree")(t.url, t.registry)
 
 
 def _virtual_tiff(t: Target) -> Any:

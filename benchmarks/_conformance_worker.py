@@ -457,8 +457,8 @@ def _setup_fill() -> None:
 
 def _parse_fill(path: str, kind: str) -> Any:
     tiff_parser, hdf5_parser, _ = _fill_parsers()
-    # tree=True exposes every image (overviews, masks, SubIFDs), like virtual-tiff's default.
-    parser = tiff_parser(tree=True) if kind == "tiff" else hdf5_parser()
+    # layout="tree" exposes every image (overviews, masks, SubIFDs), like virtual-tiff's default.
+    parser = tiff_parser(layout="tree") if kind == "tiff" else hdf5_parser()
     return _manifest_root(parser(f"file://{path}", _registry()))
 
 

@@ -13,7 +13,7 @@ processes affects both alike. Files:
   virtual-tiff's codec classes own the ``imagecodecs_*`` names, against tifffile).
 
 Two modes: the first image only (``TIFFParser()`` vs ``VirtualTIFF(ifd=0)``) and every IFD
-(``TIFFParser(tree=True)`` vs ``VirtualTIFF()``). Targets (issue 5): parse time at most
+(``TIFFParser(layout="tree")`` vs ``VirtualTIFF()``). Targets (issue 5): parse time at most
 half of virtual-tiff's, requests no more than virtual-tiff's.
 
 A third table puts the first-image parse in context, per file: ``tifffile floor`` is
@@ -210,7 +210,7 @@ def run(files: list[Path], repeat: int) -> None:
 
     modes = {
         "first image": (TIFFParser(), VirtualTIFF(ifd=0)),
-        "every IFD": (TIFFParser(tree=True), VirtualTIFF()),
+        "every IFD": (TIFFParser(layout="tree"), VirtualTIFF()),
     }
     for mode, (ours, theirs) in modes.items():
         print(f"\n== {mode}: TIFFParser vs virtual-tiff (median of {repeat}) ==")
@@ -327,7 +327,10 @@ def run_profile(files: list[Path], parses: int) -> None:
     import pstats
 
     for path in files:
-        for mode, parser in (("first image", TIFFParser()), ("every IFD", TIFFParser(tree=True))):
+        for mode, parser in (
+            ("first image", TIFFParser()),
+            ("every IFD", TIFFParser(layout="tree")),
+        ):
             url = "file://" + str(path)
             parser(url, _registry())  # imports and caches
             profile = cProfile.Profile()

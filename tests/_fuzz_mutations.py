@@ -68,7 +68,7 @@ def apply_ops(data: bytes, ops: Sequence[dict[str, Any]]) -> bytes:
 @dataclass
 class Mutation:
     """One mutation of one corpus file: ``ops`` to replay, ``label`` to explain, and the
-    parser ``options`` to judge it with (e.g. ``{"tree": True}``; none by default)."""
+    parser ``options`` to judge it with (e.g. ``{"layout": "tree"}``; none by default)."""
 
     file: str
     label: str
@@ -495,7 +495,7 @@ def _tiff_ifd_count(s: TiffStructure, c: Chooser) -> tuple[list[dict[str, Any]],
 
 def _tiff_ifd_cycle(s: TiffStructure, c: Chooser) -> tuple[list[dict[str, Any]], str]:
     """A main IFD's next pointer back to itself or to an earlier main IFD (judged with
-    ``tree=True`` or ``stack_pages=True``, which walk the whole chain)."""
+    ``layout="tree"`` or ``layout="pages"``, which walk the whole chain)."""
     main = list(s.main_ifds) or [0]
     number = c.integer(0, len(main) - 1)
     target = c.choice(sorted({number, 0, c.integer(0, number)}))
@@ -579,7 +579,7 @@ TIFF_KINDS = tuple(TIFF_GENERATORS)
 #: Parser options a kind is judged with, one chosen per mutation: chains are walked past
 #: the first image only for a tree or a stack of pages.
 TIFF_KIND_OPTIONS: dict[str, tuple[dict[str, Any], ...]] = {
-    "ifd-cycle": ({"tree": True}, {"stack_pages": True}),
+    "ifd-cycle": ({"layout": "tree"}, {"layout": "pages"}),
     "one-padded-strip": ({}, {"probe_last_strip": True}),
 }
 

@@ -335,7 +335,7 @@ def tifffile_image(path: str, ifd: int | list[int]) -> np.ndarray:
 
 def tifffile_stack(path: str, count: int) -> np.ndarray:
     """tifffile's decode of the first ``count`` full-resolution pages (neither overviews
-    nor masks), stacked as (page, band, y, x): what ``stack_pages=True`` stacks. Pages
+    nor masks), stacked as (page, band, y, x): what ``layout="pages"`` stacks. Pages
     are taken by index, never by iterating the chain, which may loop."""
     import tifffile
 
@@ -369,7 +369,7 @@ def _compare_tiff(path: str, store: Any) -> list[dict[str, Any]]:
         ifd = group.attrs["tiff_ifd"]
         read_native = (
             (lambda count=array.shape[0]: tifffile_stack(path, count))
-            if array.ndim == 4  # stack_pages=True
+            if array.ndim == 4  # layout="pages"
             else (lambda ifd=ifd: tifffile_image(path, ifd))
         )
         entry = _array_entry(

@@ -38,7 +38,7 @@ class KnownBug:
     places: tuple[tuple[str, str], ...] = ()
     details: tuple[str, ...] = ()  # substrings of the verdict's error or detail (any)
     labels: tuple[str, ...] = ()  # substrings of the mutation's label (any)
-    #: Parser options the repro is judged with (e.g. ``{"tree": True}``).
+    #: Parser options the repro is judged with (e.g. ``{"layout": "tree"}``).
     options: dict[str, Any] = field(default_factory=dict)
 
     def matches(self, result: dict[str, Any], label: str = "") -> bool:
@@ -205,14 +205,14 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
     ),
     KnownBug(
         id="tiff-ifd-chain-loop-hangs",
-        summary="a next-IFD pointer back into the chain: tree=True and stack_pages=True "
+        summary="a next-IFD pointer back into the chain: layout='tree' and layout='pages' "
         "step through tifffile's pages, whose loop check never runs then, without end and "
         "with growing memory",
         file="cogeotiff+rio-tiler-pds/AOT.tif",
         kind="tiff",
         ops=(_put(238, "08000000"),),  # IFD 0's next pointer -> IFD 0
         outcome="BUG: timeout",
-        options={"tree": True},
+        options={"layout": "tree"},
     ),
     KnownBug(
         id="tiff-one-padded-strip-read-error",

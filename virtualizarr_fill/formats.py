@@ -138,7 +138,7 @@ class AutoParser:
     Use it where the files of one job may be of either format, e.g. with
     :func:`virtualizarr.open_virtual_dataset` or ``open_virtual_mfdataset``::
 
-        parser = AutoParser(tiff=TIFFParser(on_out_of_range="warn"))
+        parser = AutoParser(tiff=TIFFParser(on_fill_out_of_range="warn"))
         vds = open_virtual_dataset(url, registry=registry, parser=parser)
 
     Parameters

@@ -639,7 +639,7 @@ def test_tiff_parser_records_every_array(
     registry = ObjectStoreRegistry({"file://": LocalStore()})
     cog = gdal_tiffs["gdal_cog_overviews_mask"].resolve().as_uri()
     with collect() as report:
-        store = TIFFParser(tree=True)(cog, registry)
+        store = TIFFParser(layout="tree")(cog, registry)
     tree = store.to_virtual_datatree(loadable_variables=[])
     groups = [node.name for node in tree.subtree if "band_data" in node.ds.variables]
     assert [a.name for a in report.arrays] == [f"{g}/band_data" for g in groups]
@@ -652,7 +652,7 @@ def test_tiff_parser_records_every_array(
 
     pages = gdal_tiffs["multipage_stack"].resolve().as_uri()
     with collect() as report:
-        TIFFParser(stack_pages=True)(pages, registry)
+        TIFFParser(layout="pages")(pages, registry)
     with tifffile.TiffFile(gdal_tiffs["multipage_stack"]) as tif:
         count = len(tif.pages)
     assert [a.name for a in report.arrays] == [f"band_data[page={k}]" for k in range(count)]
@@ -683,7 +683,9 @@ def test_parser_options(
         )
     code, out, _ = _run(capsys, "inspect", str(bad_nodata))
     assert code == EXIT_BAD_INPUT and "'-10000' cannot be represented as uint8" in out
-    code, out, _ = _run(capsys, "inspect", str(bad_nodata), "--tiff-option", "on_out_of_range=warn")
+    code, out, _ = _run(
+        capsys, "inspect", str(bad_nodata), "--tiff-option", "on_fill_out_of_range=warn"
+    )
     assert code == EXIT_OK and "'-10000' ignored" in out
 
     h5 = concat_fixtures["chunked_0"]

@@ -583,7 +583,8 @@ def _write_python_store(
     from virtualizarr import open_virtual_dataset
 
     from virtualizarr_fill import TIFFParser, to_icechunk
-    from virtualizarr_fill.cli._inputs import file_url, registry_for
+    from virtualizarr_fill.cli._inputs import file_url
+    from virtualizarr_fill.io.registries import registry_for
     from virtualizarr_fill.writers.repository import create_repository
 
     urls = [file_url(p) for p in tiles]

@@ -24,7 +24,7 @@ SOURCE = ROOT / PACKAGE
 
 #: Lowest first. A package imports only itself and the packages of lower layers.
 LAYERS: list[list[str]] = [
-    ["errors"],
+    ["errors", "parser_options"],
     ["upstream", "io", "codecs"],
     ["fill"],
     ["zarr_model"],  # merged metadata follows the fill-conflict rule

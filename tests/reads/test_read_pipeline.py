@@ -425,7 +425,7 @@ def test_corpus_tiff(
     manifest_pipeline: None, no_fallback: None, corpus_dir: Path, relative: str
 ) -> None:
     path = corpus_dir / relative
-    store = _local(TIFFParser(tree=True), path)  # every image, overviews included
+    store = _local(TIFFParser(layout="tree"), path)  # every image, overviews included
     values = zarr.open_array(store, path="image/band_data", mode="r")[...]
     np.testing.assert_array_equal(values, tifffile_reference(path), strict=True)
     with tifffile.TiffFile(path) as tif:

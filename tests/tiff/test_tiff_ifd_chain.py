@@ -1,7 +1,7 @@
 """IFD chains that loop, overlap or exceed the budget, under every way of walking them.
 
-A next-IFD pointer that points back into the chain made ``tree=True`` and
-``stack_pages=True`` hang with growing memory: tifffile's own loop check never runs
+A next-IFD pointer that points back into the chain made ``layout="tree"`` and
+``layout="pages"`` hang with growing memory: tifffile's own loop check never runs
 while pages are stepped through one by one. Each such parse runs in a worker process
 with a timeout and an address-space cap (``tests._fuzz_worker.run_once``), reads every
 array back and compares it with tifffile's decode of the same IFD: the IFDs before the
@@ -35,7 +35,7 @@ CORPUS_FILES = (
     "cogeotiff+rio-tiler/cog_uint8_rgb_mask.tif",
     "cogeotiff+rio-tiler-pds/AOT.tif",
 )
-OPTIONS = ({"tree": True}, {"stack_pages": True}, {})
+OPTIONS = ({"layout": "tree"}, {"layout": "pages"}, {})
 
 
 def _point_next(path: Path, ifd: int, target: int) -> None:
@@ -66,7 +66,9 @@ def _judge(path: Path, options: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "first-image")
+@pytest.mark.parametrize(
+    "options", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "first-image"
+)
 @pytest.mark.parametrize("name", CORPUS_FILES)
 def test_ifd_pointing_at_itself(
     name: str, options: dict[str, Any], corpus_dir: Path, tmp_path: Path
@@ -106,7 +108,9 @@ def _pages(path: Path, count: int, *, size: tuple[int, int] = (3, 4)) -> None:
             )
 
 
-@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "first-image")
+@pytest.mark.parametrize(
+    "options", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "first-image"
+)
 def test_loop_longer_than_tifffiles_own_check(tmp_path: Path, options: dict[str, Any]) -> None:
     """150 pages whose last points back to page 120: tifffile's check looks at the
     first hundred IFDs only."""
@@ -115,9 +119,9 @@ def test_loop_longer_than_tifffiles_own_check(tmp_path: Path, options: dict[str,
     _point_next(path, 149, 120)
     result = _judge(path, options)
     assert result["outcome"] == OK, result
-    if options.get("tree"):
+    if options.get("layout") == "tree":
         assert len(result["arrays"]) == 150
-    if options.get("stack_pages"):
+    if options.get("layout") == "pages":
         assert result["arrays"][0]["shape"] == [150, 1, 3, 4]
     if options:
         assert _chain_warnings(result, path), result
@@ -151,7 +155,7 @@ def _set_subifds(path: Path, values: list[int]) -> None:
 def test_subifd_seen_before_is_left_out(tmp_path: Path, target: str) -> None:
     path = tmp_path / "subifds.tif"
     first, _ = _subifd_file(path)
-    clean = _judge(path, {"tree": True})
+    clean = _judge(path, {"layout": "tree"})
     assert [a["name"] for a in clean["arrays"]] == [
         "image/band_data",
         "image_subifd_0/band_data",
@@ -160,7 +164,7 @@ def test_subifd_seen_before_is_left_out(tmp_path: Path, target: str) -> None:
     with tifffile.TiffFile(path) as tif:
         main = int(tif.pages[0].offset)
     _set_subifds(path, [first, first] if target == "repeated" else [first, main])
-    result = _judge(path, {"tree": True})
+    result = _judge(path, {"layout": "tree"})
     assert result["outcome"] == OK, result
     assert [a["name"] for a in result["arrays"]] == ["image/band_data", "image_subifd_0/band_data"]
     assert _chain_warnings(result, path), result
@@ -172,7 +176,7 @@ def test_ifd_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _pages(path, 12)
     monkeypatch.setattr(chain, "MAX_IFDS", 5)
     with pytest.warns(chain.IFDChainWarning, match=f"{path}.*more than 5 IFDs"):
-        store = TIFFParser(stack_pages=True)("file://" + str(path), REGISTRY)
+        store = TIFFParser(layout="pages")("file://" + str(path), REGISTRY)
     import zarr
 
     stacked = zarr.open_group(store, mode="r", zarr_format=3)["band_data"]
@@ -208,12 +212,12 @@ def test_overlapping_ifds_end_the_walk(tmp_path: Path) -> None:
         walk = chain.walk_main_chain(tif, reader, chain.IFDBudget(reader.size))
     assert walk.offsets == (first, second)
     assert walk.stopped is not None and "overlapping" in walk.stopped
-    result = run_once(str(path), "tiff", options={"tree": True}, timeout=TIMEOUT)
+    result = run_once(str(path), "tiff", options={"layout": "tree"}, timeout=TIMEOUT)
     assert result["outcome"] == OK and _chain_warnings(result, path), result
 
 
 def test_mutation_replays_with_its_options(tmp_path: Path) -> None:
     """Fuzz mutations carry the parser options they were judged with."""
-    mutation = Mutation("a.tif", "ifd-self-cycle: x", [], {"tree": True})
-    assert Mutation.from_json(mutation.to_json()).options == {"tree": True}
+    mutation = Mutation("a.tif", "ifd-self-cycle: x", [], {"layout": "tree"})
+    assert Mutation.from_json(mutation.to_json()).options == {"layout": "tree"}
     assert Mutation.from_json(Mutation("a.tif", "clean", []).to_json()).options == {}

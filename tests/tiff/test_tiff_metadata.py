@@ -143,12 +143,12 @@ def test_out_of_range_nodata_raises_by_default(files: dict[str, Path]) -> None:
 def test_out_of_range_nodata_can_be_downgraded(files: dict[str, Path]) -> None:
     path = files["gdal_uint8_nodata_out_of_range"]
     with pytest.warns(FillValueWarning, match="-10000"):
-        attrs = attrs_of(path, on_out_of_range="warn")
+        attrs = attrs_of(path, on_fill_out_of_range="warn")
     assert "_FillValue" not in attrs
     with rasterio.open(path) as src:
         expected = src.read()
     with pytest.warns(FillValueWarning, match="-10000"):
-        ds = open_ds(path, on_out_of_range="warn")
+        ds = open_ds(path, on_fill_out_of_range="warn")
     np.testing.assert_array_equal(ds["band_data"], expected)
 
 

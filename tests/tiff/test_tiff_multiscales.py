@@ -1,4 +1,4 @@
-"""A COG's overviews as a multiscale group (``TIFFParser(overviews="multiscales")``).
+"""A COG's overviews as a multiscale group (``TIFFParser(layout="multiscales")``).
 
 The COG is written by GDAL's COG driver (three overview levels and a mask); every level
 reads equal to rasterio's ``overview_level`` read, with its coordinates from rasterio's
@@ -34,7 +34,7 @@ from virtualizarr_fill.tiff import TIFFParser
 from virtualizarr_fill.writers.kerchunk_multiscales import multiscales_to_kerchunk
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
-PARSER = TIFFParser(overviews="multiscales")
+PARSER = TIFFParser(layout="multiscales")
 LEVELS = ["0", "1", "2", "3"]
 MASK = "mask"
 
@@ -337,10 +337,10 @@ def test_an_image_without_overviews_is_one_level(tmp_path: Path) -> None:
 
 
 def test_option_combinations_are_refused() -> None:
-    with pytest.raises(ValueError, match="excludes tree"):
-        TIFFParser(overviews="multiscales", tree=True)
-    with pytest.raises(ValueError, match="overviews must be"):
-        TIFFParser(overviews="pyramid")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="ifd selects the image of layout='image'"):
+        TIFFParser(ifd=1, layout="multiscales")
+    with pytest.raises(ValueError, match="layout must be one of"):
+        TIFFParser(layout="pyramid")  # type: ignore[arg-type]
 
 
 def test_default_parse_is_unchanged(cog: Path) -> None:

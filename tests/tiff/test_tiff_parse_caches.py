@@ -191,10 +191,10 @@ def test_cold_and_warm_caches_give_identical_stores(tiff_files: list[Path]) -> N
     cold = {}
     for path in tiff_files:
         arrays.clear_caches()  # this file validates every metadata it builds itself
-        cold[path] = _parse_record(path, tree=True)
+        cold[path] = _parse_record(path, layout="tree")
     arrays.clear_caches()
-    forward = dict(_records(tiff_files, tree=True))  # later files reuse earlier ones' work
-    backward = dict(_records(tiff_files[::-1], tree=True))
+    forward = dict(_records(tiff_files, layout="tree"))  # later files reuse earlier ones' work
+    backward = dict(_records(tiff_files[::-1], layout="tree"))
     parsed = [p for p in tiff_files if "error" not in cold[p]]
     assert len(parsed) > 40, "too few files parsed for the comparison to mean anything"
     for path in tiff_files:
@@ -207,7 +207,7 @@ def test_every_parsed_metadata_equals_a_fresh_validation(tiff_files: list[Path])
     checked = 0
     for path in tiff_files:
         try:
-            root = _parse(path, tree=True)
+            root = _parse(path, layout="tree")
         except VirtualizarrFillError:
             continue
         groups = [root, *root.groups.values()]
@@ -333,7 +333,7 @@ def test_inlined_arrays_equal_a_fresh_build(values: np.ndarray) -> None:
 def test_fast_paths_change_no_parse(
     tiff_files: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fast = dict(_records(tiff_files, tree=True))
+    fast = dict(_records(tiff_files, layout="tree"))
     # The general paths: tifffile's GeoKey decoding, NumPy checks of every segment list.
     monkeypatch.setattr(geo, "_plain_geokeys", lambda page: None)
     monkeypatch.setattr(segments, "_FEW_SEGMENTS", -1)
@@ -342,7 +342,7 @@ def test_fast_paths_change_no_parse(
     # holds more state than its fields.
     monkeypatch.setattr(zarr_metadata, "COPY_BY_FIELDS", False)
     arrays.clear_caches()
-    general = dict(_records(tiff_files, tree=True))
+    general = dict(_records(tiff_files, layout="tree"))
     arrays.clear_caches()
     assert any("error" in r and "past the end" in r["message"] for r in fast.values())
     for path in tiff_files:
@@ -473,14 +473,14 @@ def test_result_caches_change_no_parse(
     """Parses with the result caches on (filled by every other file, twice over) equal
     parses that derive every georeference, coordinate array and attribute afresh."""
     arrays.clear_caches()
-    list(_records(tiff_files, tree=True))  # every file's results cached
-    cached = dict(_records(tiff_files[::-1], tree=True))
+    list(_records(tiff_files, layout="tree"))  # every file's results cached
+    cached = dict(_records(tiff_files[::-1], layout="tree"))
     first_image = dict(_records(tiff_files))
     assert len(geo._georeferences) > 10 and len(arrays._kept) > 10 and len(band._descriptions) > 10
     assert len(images._known) > 10  # pyramid levels read as frames in the second pass
     monkeypatch.setattr(caches, "ENABLED", False)
     arrays.clear_caches()
-    fresh = dict(_records(tiff_files, tree=True))
+    fresh = dict(_records(tiff_files, layout="tree"))
     fresh_first_image = dict(_records(tiff_files))
     assert not (
         geo._georeferences
@@ -498,14 +498,14 @@ def test_cached_results_are_not_shared_between_parses(tiff_files: list[Path]) ->
     """Changing one parse's attributes (nested lists included) changes no other parse."""
     path = next(p for p in tiff_files if p.name == "cog.tif")
     arrays.clear_caches()
-    first = _parse(path, tree=True)
+    first = _parse(path, layout="tree")
     for group in first.groups.values():
         for array in group.arrays.values():
             for value in array.metadata.attributes.values():
                 if isinstance(value, list):
                     value.append("changed")
             array.metadata.attributes["added"] = True
-    assert _group_record(_parse(path, tree=True)) == _parse_record_fresh(path)
+    assert _group_record(_parse(path, layout="tree")) == _parse_record_fresh(path)
 
 
 def test_repeated_pyramid_levels_read_their_own_segments(
@@ -518,7 +518,7 @@ def test_repeated_pyramid_levels_read_their_own_segments(
     first = _pyramid(tmp_path / "first.tif", 1)
     second = _pyramid(tmp_path / "second.tif", 2)
     arrays.clear_caches()
-    first_record = _parse_record(first, tree=True)
+    first_record = _parse_record(first, layout="tree")
     url = "file://" + str(second)
     store, key = REGISTRY.resolve(url)
     reader = StoreFile(store, key)
@@ -529,7 +529,7 @@ def test_repeated_pyramid_levels_read_their_own_segments(
     assert all(image.known is not None for image in chain)  # the first IFD's too
     assert all(isinstance(image.segments, tifffile.TiffFrame) for image in chain[1:])
 
-    root = zarr.open_group(store=TIFFParser(tree=True)(url, REGISTRY), mode="r", zarr_format=3)
+    root = zarr.open_group(store=TIFFParser(layout="tree")(url, REGISTRY), mode="r", zarr_format=3)
     with tifffile.TiffFile(second) as tif:
         for name, group in root.groups():
             page = tif.pages[int(group.attrs["tiff_ifd"])]
@@ -537,7 +537,7 @@ def test_repeated_pyramid_levels_read_their_own_segments(
             if page.shaped[0] == 1:  # pixel-interleaved (or one band)
                 expected = np.moveaxis(expected[0, 0], -1, 0)
             np.testing.assert_array_equal(group["band_data"][...], expected, err_msg=name)
-    record = _parse_record(second, tree=True)
+    record = _parse_record(second, layout="tree")
     # The files' segments differ, so a level given the other file's would show.
     for name in first_record["groups"]:
         assert (
@@ -545,7 +545,7 @@ def test_repeated_pyramid_levels_read_their_own_segments(
             != first_record["groups"][name]["arrays"]["band_data"]["manifest"]
         ), name
     monkeypatch.setattr(caches, "ENABLED", False)
-    assert record == _parse_record(second, tree=True)
+    assert record == _parse_record(second, layout="tree")
 
 
 def _with_tile_offsets_past_the_end(source: Path, path: Path) -> None:
@@ -569,10 +569,10 @@ def test_a_known_ifd_whose_segment_table_is_unreadable_is_refused_as_without_cac
     damaged = tmp_path / "damaged.tif"
     _with_tile_offsets_past_the_end(_pyramid(tmp_path / "second.tif", 2), damaged)
     arrays.clear_caches()
-    assert "groups" in _parse_record(first, tree=True)
-    refused = _parse_record(damaged, tree=True)
+    assert "groups" in _parse_record(first, layout="tree")
+    refused = _parse_record(damaged, layout="tree")
     monkeypatch.setattr(caches, "ENABLED", False)
-    assert refused == _parse_record(damaged, tree=True)
+    assert refused == _parse_record(damaged, layout="tree")
     assert refused["error"] == "CorruptFileError" and "TileOffsets" in refused["message"]
 
 
@@ -594,21 +594,21 @@ def test_later_pages_of_a_stack_are_read_as_frames(
         page_init(self, *args, **kwargs)
 
     monkeypatch.setattr(tifffile.TiffPage, "__init__", counting_init)
-    store = TIFFParser(tree=True)("file://" + str(path), REGISTRY)
+    store = TIFFParser(layout="tree")("file://" + str(path), REGISTRY)
     assert full_parses == 2  # pages 0 and 1; pages 2 to 4 take page 1's description
     monkeypatch.setattr(tifffile.TiffPage, "__init__", page_init)
     root = zarr.open_group(store=store, mode="r", zarr_format=3)
     for number in range(5):
         name = "image" if number == 0 else f"page_{number}"
         np.testing.assert_array_equal(root[name]["band_data"][0], data[number], err_msg=name)
-    record = _parse_record(path, tree=True)
+    record = _parse_record(path, layout="tree")
     monkeypatch.setattr(caches, "ENABLED", False)
-    assert record == _parse_record(path, tree=True)
+    assert record == _parse_record(path, layout="tree")
 
 
 def _parse_record_fresh(path: Path) -> Any:
     arrays.clear_caches()
-    return _parse_record(path, tree=True)
+    return _parse_record(path, layout="tree")
 
 
 def test_fill_warnings_are_issued_for_every_file(tmp_path: Path) -> None:
@@ -620,7 +620,7 @@ def test_fill_warnings_are_issued_for_every_file(tmp_path: Path) -> None:
     for _ in range(2):
         store, key = REGISTRY.resolve(url)
         with pytest.warns(UserWarning, match="out_of_range.tif"):
-            TIFFParser(on_out_of_range="warn").parse(url, StoreFile(store, key))
+            TIFFParser(on_fill_out_of_range="warn").parse(url, StoreFile(store, key))
 
 
 def _with_unreadable_sample_format(path: Path) -> None:

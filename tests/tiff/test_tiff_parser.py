@@ -197,7 +197,7 @@ def test_truncated_file_is_refused(tmp_path: Path, files: dict[str, Path]) -> No
 
 
 def test_tree_names_overviews_and_masks(files: dict[str, Path]) -> None:
-    store = parse(files["gdal_cog_overviews_mask"], tree=True)
+    store = parse(files["gdal_cog_overviews_mask"], layout="tree")
     assert set(store._group.groups) == {
         "image",
         "mask",
@@ -207,7 +207,9 @@ def test_tree_names_overviews_and_masks(files: dict[str, Path]) -> None:
         "mask_overview_2",
     }
     tree = open_virtual_datatree(
-        url_of(files["gdal_cog_overviews_mask"]), registry=REGISTRY, parser=TIFFParser(tree=True)
+        url_of(files["gdal_cog_overviews_mask"]),
+        registry=REGISTRY,
+        parser=TIFFParser(layout="tree"),
     )
     assert tree["overview_1"]["band_data"].shape == (3, 64, 48)
     assert tree["mask"]["band_data"].dtype == np.uint8
@@ -218,7 +220,7 @@ def test_tree_names_overviews_and_masks(files: dict[str, Path]) -> None:
 
 
 def test_tree_subifds(files: dict[str, Path]) -> None:
-    store = parse(files["subifd_pyramid"], tree=True)
+    store = parse(files["subifd_pyramid"], layout="tree")
     assert set(store._group.groups) == {"image", "image_subifd_0", "image_subifd_1"}
     root = zarr.open_group(store=store, mode="r", zarr_format=3)
     with tifffile.TiffFile(files["subifd_pyramid"]) as tif:
@@ -238,7 +240,7 @@ def test_ifd_option_out_of_range(files: dict[str, Path]) -> None:
 
 
 def test_stack_pages(files: dict[str, Path]) -> None:
-    store = parse(files["multipage_stack"], stack_pages=True)
+    store = parse(files["multipage_stack"], layout="pages")
     ds = xr.open_zarr(store, zarr_format=3, consolidated=False)
     assert ds["band_data"].dims == ("page", "band", "y", "x")
     with tifffile.TiffFile(files["multipage_stack"]) as tif:
@@ -276,7 +278,7 @@ def test_open_virtual_dataset_layout(files: dict[str, Path]) -> None:
 
 
 def test_parser_pickles(files: dict[str, Path]) -> None:
-    parser = TIFFParser(ifd=1, tree=False, on_out_of_range="warn", probe_last_strip=True)
+    parser = TIFFParser(ifd=1, on_fill_out_of_range="warn", probe_last_strip=True)
     clone = pickle.loads(pickle.dumps(parser))
     assert clone == parser
     array = band_data(clone(url_of(files["gdal_cog_overviews_mask"]), REGISTRY))

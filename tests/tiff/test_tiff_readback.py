@@ -112,7 +112,7 @@ def check_file(path: Path, notes: collections.Counter[str]) -> tuple[str, list[s
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            store = open_virtual(path, on_out_of_range="warn")
+            store = open_virtual(path, on_fill_out_of_range="warn")
     except VirtualizarrFillError as error:
         message = str(error)
         if path.name not in message:
@@ -168,14 +168,14 @@ def check_file(path: Path, notes: collections.Counter[str]) -> tuple[str, list[s
 
 
 def check_every_image(path: Path, notes: collections.Counter[str]) -> list[str]:
-    """Overviews, masks, SubIFDs and pages (``tree=True``) against tifffile, per IFD."""
+    """Overviews, masks, SubIFDs and pages (``layout="tree"``) against tifffile, per IFD."""
     with tifffile.TiffFile(path) as tif:
         if len(tif.pages) < 2 and not tif.pages.first.subifds:
             return []
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            store = open_virtual(path, tree=True, on_out_of_range="warn")
+            store = open_virtual(path, layout="tree", on_fill_out_of_range="warn")
     except VirtualizarrFillError as error:
         notes[f"tree refused: {type(error).__name__}"] += 1
         return [] if path.name in str(error) else [f"tree refusal does not name the file: {error}"]

@@ -76,8 +76,8 @@ def test_bad_specifications_are_refused() -> None:
         TimeSource.parse("(S2)_(\\d{8})")
     with pytest.raises(ValueError, match="not a regular expression"):
         TIFFParser(time_from="[")
-    with pytest.raises(ValueError, match="excludes tree"):
-        TIFFParser(time_from="datetime", tree=True)
+    with pytest.raises(ValueError, match="time_from needs layout='image'"):
+        TIFFParser(time_from="datetime", layout="tree")
     with pytest.raises(ValueError, match="is not a date"):
         parse_time("2024-13-45")
 

@@ -82,7 +82,7 @@ def _mask_of(tile: Placed, registry: Any) -> tuple[str, np.ndarray] | None:
     url = normalize_url(tile.part.url)
     kind = _mask_kind(url, registry)
     if kind == "mask":
-        groups = TIFFParser(tree=True)(url, registry)._group.groups
+        groups = TIFFParser(layout="tree")(url, registry)._group.groups
         array = groups["mask"].arrays[DATA_VARIABLE]
         values = read_window(array, registry, tuple(slice(None) for _ in array.shape))
         return "an internal mask", values.reshape(values.shape[-2:]) == 0

@@ -19,7 +19,11 @@ from virtualizarr_fill.assemble.collecting import Collector
 from virtualizarr_fill.assemble.mosaic import combine_tiles, tile_grid
 from virtualizarr_fill.assemble.parts import FilePart, file_part
 from virtualizarr_fill.assemble.placement import Overlap, X, Y
-from virtualizarr_fill.errors import IncompatibleArraysError, VirtualizarrFillError
+from virtualizarr_fill.errors import (
+    IncompatibleArraysError,
+    MultiscaleLevelsWarning,
+    VirtualizarrFillError,
+)
 from virtualizarr_fill.multiscales.conventions import MASK_VARIABLE, Level, describe
 
 if TYPE_CHECKING:
@@ -32,7 +36,7 @@ __all__ = ["level_parts", "mosaic_level", "mosaic_multiscales"]
 
 def level_parts(store: FileManifestStore, names: Sequence[str]) -> dict[str, FilePart]:
     """The part of each level ``names`` of a file parsed with
-    ``TIFFParser(overviews="multiscales")``."""
+    ``TIFFParser(layout="multiscales")``."""
     from virtualizarr_fill.manifests.store import FileManifestStore
 
     parts = {}
@@ -84,7 +88,7 @@ def mosaic_level(
             warnings.warn(
                 f"level {name}: the masks cannot be placed in the mosaic and are left out "
                 f"({failure})",
-                UserWarning,
+                MultiscaleLevelsWarning,
                 stacklevel=2,
             )
             return combined

@@ -33,7 +33,7 @@ def _add_parser_options(parser: argparse.ArgumentParser) -> None:
         "--tiff-option",
         action="append",
         metavar="NAME=VALUE",
-        help="TIFFParser option, e.g. on_out_of_range=warn or probe_last_strip=true (repeatable)",
+        help="TIFFParser option, e.g. layout=tree or on_fill_out_of_range=warn (repeatable)",
     )
     parser.add_argument(
         "--hdf5-option",

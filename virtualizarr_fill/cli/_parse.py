@@ -14,6 +14,7 @@ import functools
 import json
 import multiprocessing
 import re
+import sys
 import time
 import traceback
 import warnings
@@ -27,6 +28,7 @@ from virtualizarr_fill.cli._errors import (
     EXIT_IO,
     EXIT_OK,
     EXIT_USAGE,
+    PROG,
     CliError,
     FileError,
     classify_error,
@@ -82,9 +84,28 @@ def parser_options(
     args: argparse.Namespace, **tiff_defaults: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The TIFF and HDF5 parser options of ``--tiff-option`` / ``--hdf5-option``
-    arguments (over ``tiff_defaults``)."""
-    tiff_options = {**tiff_defaults, **_options(args.tiff_option, "--tiff-option")}
+    arguments (over ``tiff_defaults``), deprecated TIFF option names replaced by their
+    new ones with a warning on stderr (so that build records hold the new names)."""
+    from virtualizarr_fill.parser_options import upgrade_options
+
+    given = {**tiff_defaults, **_options(args.tiff_option, "--tiff-option")}
+    try:
+        tiff_options, renamed = upgrade_options(given)
+    except ValueError as error:
+        raise CliError(f"invalid parser option: {error}", EXIT_USAGE) from None
+    for item in renamed:
+        print(
+            f"{PROG}: warning: --tiff-option {item.name}={_option_text(item.value)} is "
+            "deprecated and will be removed in the next release; use --tiff-option "
+            f"{item.new_name}={_option_text(item.new_value)}",
+            file=sys.stderr,
+        )
     return tiff_options, _options(args.hdf5_option, "--hdf5-option")
+
+
+def _option_text(value: Any) -> str:
+    """``value`` as ``--tiff-option`` reads it back (a bare word for a string)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def parser_from_options(tiff_options: dict[str, Any], hdf5_options: dict[str, Any]) -> AutoParser:

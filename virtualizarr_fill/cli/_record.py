@@ -87,7 +87,12 @@ class BuildRecord:
             ) from None
         if record.mode not in MODES:
             raise CliError(f"{where}: unknown build mode {record.mode!r}", EXIT_BAD_INPUT)
-        return record
+        # Records written by earlier releases may hold deprecated TIFF option names: they
+        # are ours, so they are upgraded without a warning.
+        from virtualizarr_fill.parser_options import upgrade_options
+
+        tiff_options, _ = upgrade_options(record.tiff_options)
+        return replace(record, tiff_options=tiff_options)
 
     def with_inputs(self, urls: Iterable[str]) -> BuildRecord:
         listed = list(urls)

@@ -1,6 +1,6 @@
 """``build --overviews``: COGs (one, or a mosaic) as one multiscale group.
 
-Each file is parsed with ``TIFFParser(overviews="multiscales")`` (levels ``"0"``..``"n"``,
+Each file is parsed with ``TIFFParser(layout="multiscales")`` (levels ``"0"``..``"n"``,
 see :mod:`virtualizarr_fill.tiff.pyramid`); the files' levels are combined level by
 level along ``--concat-dim`` as ``build`` combines images, keeping the levels every file
 has with the same decimation factors (:func:`virtualizarr_fill.multiscales.stores.
@@ -190,7 +190,7 @@ def command_build_multiscales(args: argparse.Namespace) -> int:
     if args.overwrite:
         check_replaceable(destination)
     urls = expand_inputs(args.inputs)
-    tiff_options, hdf5_options = parser_options(args, overviews="multiscales")
+    tiff_options, hdf5_options = parser_options(args, layout="multiscales")
     parser = parser_from_options(tiff_options, hdf5_options)
     used, trees, skipped = _parse_all(urls, parser, args.skip_bad)
     if not trees:

@@ -394,7 +394,7 @@ def _format_or_unknown(url: str) -> str:
 
 
 def command_inspect(args: argparse.Namespace) -> int:
-    parser = make_parser(args, tree=args.all_images)
+    parser = make_parser(args, **({"layout": "tree"} if args.all_images else {}))
     entries: list[dict[str, Any]] = []
     status = EXIT_OK
     urls: list[str] = []

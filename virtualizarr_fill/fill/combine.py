@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from virtualizarr_fill.errors import FillConflictError as FillConflictError
 from virtualizarr_fill.errors import FillValueError, IncompatibleArraysError
 from virtualizarr_fill.fill.cast import (
     SUPPORTED_KINDS,
@@ -62,21 +63,6 @@ OnConflict = Literal["error", "use_first", "drop"]
 _ON_CONFLICT = ("error", "use_first", "drop")
 # At most this many file names per value in an error message.
 _MAX_NAMED = 3
-
-
-class FillConflictError(IncompatibleArraysError):
-    """Arrays to concatenate whose fill information differs, refused by default.
-
-    ``problem`` names the variable, the files and their values, without advice: the
-    way to choose a rule differs between :func:`combine_fill_values` (``on_conflict``),
-    the functions opening many files (``on_fill_conflict``), ``xr.concat``
-    (:func:`virtualizarr_fill.fill_conflicts`) and the command line
-    (``--on-fill-conflict``), and each caller words its own.
-    """
-
-    def __init__(self, problem: str, advice: str) -> None:
-        super().__init__(f"{problem}. {advice}")
-        self.problem = problem
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from virtualizarr_fill.errors import FillValueWarning as FillValueWarning
 from virtualizarr_fill.fill.cast import FillScalar, normalize_dtype
 from virtualizarr_fill.fill.coder import decode_fill_value
 
@@ -16,10 +17,6 @@ __all__ = ["FILL_VALUE_ATTR", "MISSING_VALUE_ATTR", "FillDecision", "FillValueWa
 FILL_VALUE_ATTR = "_FillValue"
 #: The older CF missing-data attribute (plain JSON numbers; xarray does not decode it).
 MISSING_VALUE_ATTR = "missing_value"
-
-
-class FillValueWarning(UserWarning):
-    """Fill information is inconsistent or partly unusable; the message names the file."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.errors import EncodingConflictError as EncodingConflictError
 
 __all__ = [
     "DECODING_ATTRIBUTES",
@@ -56,11 +56,6 @@ DECODING_ATTRIBUTES = (
 
 #: The text a message shows for an attribute a file does not have.
 _ABSENT = "(none)"
-
-
-class EncodingConflictError(IncompatibleArraysError):
-    """Files combined into one variable store its numbers with different CF encodings
-    (``scale_factor``, ``add_offset``, ``units``, data type, ...)."""
 
 
 def _probe(dtype: np.dtype[Any]) -> np.ndarray:

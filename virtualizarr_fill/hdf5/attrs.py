@@ -23,6 +23,7 @@ import h5py
 import numpy as np
 from h5py._objects import phil
 
+from virtualizarr_fill.errors import AttributeWarning as AttributeWarning
 from virtualizarr_fill.hdf5 import _libhdf5
 from virtualizarr_fill.hdf5.format.global_heap import vlen_payload_bytes
 from virtualizarr_fill.hdf5.format.vlen_descriptors import VlenDescriptors
@@ -48,10 +49,6 @@ HIDDEN_ATTRIBUTES = frozenset(
 
 #: Attributes whose values the fill-value policy consumes as typed NumPy values.
 FILL_ATTRIBUTES = frozenset({"_FillValue", "missing_value"})
-
-
-class AttributeWarning(UserWarning):
-    """An HDF5 attribute was converted to a different form, or skipped."""
 
 
 class _Skip(Exception):

@@ -32,7 +32,7 @@ variable's axes into phony dimensions or a scale into a plain variable: the data
 marked (:attr:`DatasetNode.problem`), takes no part in defining dimensions, and the
 parser skips it with a warning. A ``DIMENSION_LIST`` or ``REFERENCE_LIST`` entry that
 does not resolve (the dataset's own attributes read fine) is reported with an
-:class:`~virtualizarr_fill.hdf5.attrs.AttributeWarning` naming what it changes.
+:class:`~virtualizarr_fill.errors.AttributeWarning` naming what it changes.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ One unsupported dataset never costs the whole file: by default it is skipped wit
 :class:`SkippedDatasetWarning` naming the dataset and the reason
 (``on_unsupported="raise"`` raises instead). Dangling and cyclic links are skipped with
 a :class:`SkippedLinkWarning`; odd attributes are converted or skipped with an
-:class:`~virtualizarr_fill.hdf5.attrs.AttributeWarning`.
+:class:`~virtualizarr_fill.errors.AttributeWarning`.
 
 Malformed files: every B-tree, heap and attribute index libhdf5 would follow is checked
 from its bytes first (see :mod:`~virtualizarr_fill.hdf5.walk`); what fails is never
@@ -30,6 +30,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
+from virtualizarr_fill.errors import SkippedDatasetWarning as SkippedDatasetWarning
 from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
 from virtualizarr_fill.hdf5.arrays import build_array
 from virtualizarr_fill.hdf5.attrs import AttributeWarning, convert_attributes
@@ -44,6 +45,7 @@ from virtualizarr_fill.hdf5.session import (
 from virtualizarr_fill.hdf5.walk import ObjectNames, SkippedLinkWarning, Walker, member_names
 from virtualizarr_fill.io.urls import normalize_url
 from virtualizarr_fill.manifests import FileManifestStore
+from virtualizarr_fill.parser_options import FILL_OUT_OF_RANGE_POLICIES, OnFillOutOfRange
 
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_CHUNKS = 1 << 22  # about 170 MB of dense manifest at the limit
@@ -53,19 +55,7 @@ DEFAULT_MAX_CHUNKS = 1 << 22  # about 170 MB of dense manifest at the limit
 DEFAULT_READER_OPTIONS: dict[str, Any] = {"first_request": 1 << 20, "block_size": 1 << 20}
 
 
-class SkippedDatasetWarning(UserWarning):
-    """A dataset was left out of the virtual store; ``kind`` and ``reason`` say why."""
-
-    def __init__(
-        self, message: str, *, url: str = "", dataset: str = "", kind: str = "", reason: str = ""
-    ) -> None:
-        super().__init__(message)
-        self.url = url
-        self.dataset = dataset
-        self.kind = kind
-        self.reason = reason
-
-
+@dataclasses.dataclass(frozen=True, init=False)
 class HDF5Parser:
     """Create a VirtualiZarr ``ManifestStore`` from an HDF5 or netCDF-4 file.
 
@@ -91,7 +81,12 @@ class HDF5Parser:
         :class:`~virtualizarr_fill.errors.CorruptFileError`).
     on_fill_out_of_range
         A ``_FillValue``/``missing_value`` the dataset's type cannot hold: ``"warn"``
-        drops it, ``"raise"`` raises :class:`~virtualizarr_fill.errors.FillValueError`.
+        (default) drops it with a :class:`~virtualizarr_fill.errors.FillValueWarning`,
+        ``"raise"`` raises :class:`~virtualizarr_fill.errors.FillValueError`. The default
+        differs from :class:`~virtualizarr_fill.tiff.TIFFParser`'s on purpose: in HDF5
+        files such a value is a frequent leftover of a type conversion, the header fill
+        value still defines the storage, and no stored value can equal the dropped one
+        (see docs/fill-values.md).
     max_inline_bytes
         Largest dataset read at parse time and stored inline (variable-length strings,
         compact storage, types h5py converts on read); larger ones are refused.
@@ -128,13 +123,25 @@ class HDF5Parser:
     ...                              parser=HDF5Parser(on_unsupported="raise"))
     """
 
+    group: str | None = None
+    drop_variables: frozenset[str] = frozenset()
+    on_unsupported: Literal["warn", "raise"] = "warn"
+    on_fill_out_of_range: OnFillOutOfRange = "warn"
+    max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+    # A dict cannot be hashed: equality compares it, the hash leaves it out.
+    reader_options: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: dict(DEFAULT_READER_OPTIONS), hash=False
+    )
+    external_files: ExternalFiles = "same-directory"
+
     def __init__(
         self,
         group: str | None = None,
         drop_variables: Iterable[str] | None = None,
         *,
         on_unsupported: Literal["warn", "raise"] = "warn",
-        on_fill_out_of_range: Literal["warn", "raise"] = "warn",
+        on_fill_out_of_range: OnFillOutOfRange = "warn",
         max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES,
         max_chunks: int = DEFAULT_MAX_CHUNKS,
         reader_options: dict[str, Any] | None = None,
@@ -146,24 +153,20 @@ class HDF5Parser:
             )
         if on_unsupported not in ("warn", "raise"):
             raise ValueError(f"on_unsupported must be 'warn' or 'raise', got {on_unsupported!r}")
-        if on_fill_out_of_range not in ("warn", "raise"):
+        if on_fill_out_of_range not in FILL_OUT_OF_RANGE_POLICIES:
             raise ValueError(
                 f"on_fill_out_of_range must be 'warn' or 'raise', got {on_fill_out_of_range!r}"
             )
-        self.group = group
-        self.drop_variables = frozenset(drop_variables or ())
-        self.on_unsupported = on_unsupported
-        self.on_fill_out_of_range = on_fill_out_of_range
-        self.max_inline_bytes = int(max_inline_bytes)
-        self.max_chunks = int(max_chunks)
-        self.reader_options = {**DEFAULT_READER_OPTIONS, **(reader_options or {})}
-        self.external_files: ExternalFiles = external_files
-
-    def __repr__(self) -> str:
-        return (
-            f"HDF5Parser(group={self.group!r}, drop_variables={sorted(self.drop_variables)!r}, "
-            f"on_unsupported={self.on_unsupported!r})"
-        )
+        # A frozen dataclass sets its fields with object.__setattr__.
+        object.__setattr__(self, "group", group)
+        object.__setattr__(self, "drop_variables", frozenset(drop_variables or ()))
+        object.__setattr__(self, "on_unsupported", on_unsupported)
+        object.__setattr__(self, "on_fill_out_of_range", on_fill_out_of_range)
+        object.__setattr__(self, "max_inline_bytes", int(max_inline_bytes))
+        object.__setattr__(self, "max_chunks", int(max_chunks))
+        options = {**DEFAULT_READER_OPTIONS, **(reader_options or {})}
+        object.__setattr__(self, "reader_options", options)
+        object.__setattr__(self, "external_files", external_files)
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Parse the file at ``url`` (resolved through ``registry``) into a ManifestStore."""
@@ -292,6 +295,8 @@ class HDF5Parser:
             self._refuse(context.url, where, refusal)
         except FillValueError:
             raise  # on_fill_out_of_range="raise" asked for it
+        except Warning:
+            raise  # a warning the caller's filter turned into an error stops the parse
         except Exception as exc:
             # One dataset never costs the whole file; the reason names the failure.
             unexpected = DatasetRefused("unreadable", f"unexpected {type(exc).__name__}: {exc}")

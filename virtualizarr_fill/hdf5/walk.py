@@ -22,6 +22,7 @@ import h5py
 from h5py._objects import phil
 
 from virtualizarr_fill.errors import CorruptFileError
+from virtualizarr_fill.errors import SkippedLinkWarning as SkippedLinkWarning
 from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address
 from virtualizarr_fill.hdf5.array_context import DatasetRefused
 from virtualizarr_fill.hdf5.nodes import DatasetNode, GroupNode, libhdf5_path
@@ -32,11 +33,6 @@ from virtualizarr_fill.io.urls import join_url
 #: DataTree recursively, several Python frames per level: far deeper trees would exceed
 #: Python's recursion limit there.
 MAX_GROUP_DEPTH = 100
-
-
-class SkippedLinkWarning(UserWarning):
-    """A link (dangling, cyclic, unreadable, or refused by the path policy) was not
-    followed, or a group was left out."""
 
 
 class Walker:

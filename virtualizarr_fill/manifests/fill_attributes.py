@@ -52,7 +52,7 @@ def array_fill_attributes(
 
     A value in ``attrs`` that differs from the array's (set by hand, or kept by
     xarray's attribute merge where the fill-conflict rule dropped it) is replaced
-    with a :class:`~virtualizarr_fill.fill.FillValueWarning` naming variable ``name``;
+    with a :class:`~virtualizarr_fill.errors.FillValueWarning` naming variable ``name``;
     a value xarray's merge dropped is put back silently (the rule already warned).
     """
     decided = array.metadata.attributes

@@ -36,6 +36,7 @@ from virtualizarr.manifests.utils import parse_manifest_index
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
+from virtualizarr_fill.errors import OversizedChunkWarning
 from virtualizarr_fill.io.files import store_read_error
 from virtualizarr_fill.io.registries import resolve
 from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, codec_edges
@@ -285,7 +286,7 @@ def warn_about_oversized_chunks(vds: xr.Dataset) -> None:
             "as virtual references correctly, but cannot be concatenated along that axis "
             "without loading them. Pass them to loadable_variables to load them as in-memory "
             "arrays if you need to concatenate them.",
-            UserWarning,
+            OversizedChunkWarning,
             stacklevel=3,
         )
 

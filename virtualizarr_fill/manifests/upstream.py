@@ -36,6 +36,9 @@ from packaging.version import Version
 from virtualizarr.manifests.indexing import SubChunkIndexingError
 from virtualizarr.manifests.manifest import ChunkManifest
 
+from virtualizarr_fill.errors import MissingUpstreamFeatureError as MissingUpstreamFeatureError
+from virtualizarr_fill.errors import UntestedVersionWarning
+
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
     from virtualizarr.manifests import ManifestGroup
@@ -43,10 +46,6 @@ if TYPE_CHECKING:
 #: Newest releases the adaptations were tested with (CI runs them and the oldest
 #: supported ones; ``pyproject.toml`` states the lower bounds).
 NEWEST_TESTED = {"virtualizarr": Version("2.8.0"), "zarr": Version("3.4.2")}
-
-
-class MissingUpstreamFeatureError(ImportError):
-    """The installed VirtualiZarr lacks an internal virtualizarr-fill needs."""
 
 
 def _private(module: str, name: str, purpose: str) -> Callable[..., Any]:
@@ -202,7 +201,7 @@ def warn_if_untested() -> None:
                     f"virtualizarr-fill was tested with {name} up to {newest}; found {found}. "
                     "It adapts a few of its internals (virtualizarr_fill.manifests.upstream): "
                     "if something fails, please report it with this version.",
-                    RuntimeWarning,
+                    UntestedVersionWarning,
                     stacklevel=3,
                 )
 

@@ -1,7 +1,7 @@
 """Multiscale groups of many files and their stores: a mosaic (or stack) of COGs keeps
 its levels, and a multiscale tree becomes kerchunk references.
 
-``TIFFParser(overviews="multiscales")`` turns one COG into a multiscale group (levels
+``TIFFParser(layout="multiscales")`` turns one COG into a multiscale group (levels
 ``"0"``..``"n"``, see :mod:`virtualizarr_fill.tiff.pyramid`). :func:`combine_multiscales`
 combines the trees of many files level by level, along the dimension their full
 resolution images are combined along; a level is kept where every file has it with the
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from virtualizarr_fill.errors import (
     IncompatibleArraysError,
+    MultiscaleLevelsWarning,
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
@@ -76,7 +77,7 @@ def common_levels(trees: Sequence[xr.DataTree], urls: Sequence[str]) -> list[str
             f"only the {len(kept)} levels with the same decimation factors in every file are "
             f"kept; left out: further levels of {', '.join(longer[:5])}"
             + (f" and {len(longer) - 5} more files" if len(longer) > 5 else ""),
-            UserWarning,
+            MultiscaleLevelsWarning,
             stacklevel=2,
         )
     return kept
@@ -120,7 +121,7 @@ def combine_multiscales(
     ----------
     trees
         One multiscale tree per file (``open_virtual_datatree(url, registry,
-        parser=TIFFParser(overviews="multiscales"))``), in the order to combine them.
+        parser=TIFFParser(layout="multiscales"))``), in the order to combine them.
     urls
         The files, for messages.
     dim
@@ -179,7 +180,7 @@ def _combined_level(
             warnings.warn(
                 f"level {name}: the masks cannot be combined along {dim!r} and are left "
                 f"out ({failure})",
-                UserWarning,
+                MultiscaleLevelsWarning,
                 stacklevel=3,
             )
             return combined

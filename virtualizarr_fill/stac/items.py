@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urljoin, urlsplit
 
-from virtualizarr_fill.errors import VirtualizarrFillError
+from virtualizarr_fill.errors import StacItemError as StacItemError
 
 if TYPE_CHECKING:
     import pystac
@@ -48,11 +48,6 @@ __all__ = [
     "scenes_of",
     "solar_date",
 ]
-
-
-class StacItemError(VirtualizarrFillError, ValueError):
-    """A STAC item that cannot be used: no such asset, no datetime, a missing or
-    unreadable file, a footprint or projection that disagrees with the file."""
 
 
 @dataclass(frozen=True)

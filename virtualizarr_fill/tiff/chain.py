@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 
 import tifffile
 
+from virtualizarr_fill.errors import IFDChainWarning as IFDChainWarning
+
 if TYPE_CHECKING:
     from tifffile import TiffFile, TiffFrame, TiffPage
 
@@ -40,15 +42,6 @@ if TYPE_CHECKING:
 MAX_IFDS = 2**17
 #: tifffile ends a chain at an IFD listing more entries than this.
 MAX_ENTRIES = 4096
-
-
-class IFDChainWarning(UserWarning):
-    """An IFD chain loops back, overlaps itself or exceeds the IFD budget: the IFDs
-    before that point are read, the rest left out. ``url`` names the file."""
-
-    def __init__(self, message: str, *, url: str = "") -> None:
-        super().__init__(message)
-        self.url = url
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A COG's full-resolution image and its overviews as a multiscale group
-(``TIFFParser(overviews="multiscales")``).
+(``TIFFParser(layout="multiscales")``).
 
 The group holds one child group per resolution level, ``"0"`` (the full-resolution
 image) to ``"n"`` (the smallest overview), and attributes describing them after the
@@ -13,7 +13,7 @@ dimensions ``(y, x)`` holding the stored mask samples (0: no data; 1-bit masks r
 
 Only the first pyramid of the file (its first full-resolution image, with the overviews
 and masks that follow it) becomes the group; further pages and SubIFDs are left to
-``tree=True``.
+``layout="tree"``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ RESAMPLING_ITEM = "IMAGE_STRUCTURE:OVERVIEW_RESAMPLING"
 
 @dataclass(frozen=True)
 class PyramidImage:
-    """One image of the pyramid as the parser built it: its role name in ``tree=True``
+    """One image of the pyramid as the parser built it: its role name in ``layout="tree"``
     terms (``image``, ``overview_1``, ``mask``, ``mask_overview_1``, ...), size and
     group (``band_data`` and its coordinates)."""
 

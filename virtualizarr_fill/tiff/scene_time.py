@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from virtualizarr_fill.errors import VirtualizarrFillError
+from virtualizarr_fill.errors import TimeCoordinateError as TimeCoordinateError
 
 TIME = "time"
 #: The CF attributes of the time coordinate.
@@ -39,10 +39,6 @@ TIME_ATTRIBUTES: dict[str, str] = {
 DATETIME_TAG = 306
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _DIGIT_FORMATS = {8: "%Y%m%d", 12: "%Y%m%d%H%M", 14: "%Y%m%d%H%M%S"}
-
-
-class TimeCoordinateError(VirtualizarrFillError, ValueError):
-    """A scene's time is missing or unreadable, or two scenes have the same time."""
 
 
 @dataclass(frozen=True)

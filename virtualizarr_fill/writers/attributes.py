@@ -27,13 +27,10 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 
+from virtualizarr_fill.errors import NonFiniteAttributeWarning as NonFiniteAttributeWarning
 from virtualizarr_fill.manifests import upstream
 
 __all__ = ["NonFiniteAttributeWarning", "finite_attributes", "without_non_finite_attributes"]
-
-
-class NonFiniteAttributeWarning(UserWarning):
-    """An attribute holding NaN or ±infinity was left out of an Icechunk store."""
 
 
 def _non_finite(value: Any) -> bool:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 from zarr.storage import WrapperStore
 
-from virtualizarr_fill.errors import StoreReadError
+from virtualizarr_fill.errors import SourceFileChangedError as SourceFileChangedError
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
@@ -29,35 +28,6 @@ __all__ = ["ChangedFilesNamingStore", "SourceFileChangedError", "changed_file_er
 #: Icechunk's words for a virtual chunk whose file's modification time (or ETag) is not
 #: the one its reference recorded.
 _CHANGED = re.compile(r"checksum of the object owning the virtual chunk has changed \(([^)\s]+)\)")
-
-
-def _user_path(url: str) -> str:
-    parts = urlsplit(url)
-    return unquote(parts.path) if parts.scheme == "file" else url
-
-
-class SourceFileChangedError(StoreReadError):
-    """A file an Icechunk repository references was modified after the repository
-    recorded it, so Icechunk refuses to read its chunks.
-
-    ``url`` is the file's URL as the references name it; ``repository`` where the
-    repository is, when known.
-    """
-
-    def __init__(self, url: str, repository: str | None = None) -> None:
-        self.url = url
-        self.repository = repository
-        where = f"the Icechunk repository {repository}" if repository else "the Icechunk repository"
-        super().__init__(
-            f"{_user_path(url)}: modified after {where} referencing it was written (a "
-            "copy over the file or a touch counts too), so Icechunk refuses to read its "
-            "chunks; rebuild the repository from the files as they are now "
-            "(virtualizarr-fill build, or virtualizarr_fill.to_icechunk)"
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # dask workers send errors back pickled: keep the arguments, not the message.
-        return (type(self), (self.url, self.repository))
 
 
 def changed_file_error(

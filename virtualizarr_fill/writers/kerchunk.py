@@ -19,7 +19,7 @@ from typing import Any, Literal
 import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
-from virtualizarr_fill.errors import UnsupportedFeatureError
+from virtualizarr_fill.errors import ZarrFormat2Error as ZarrFormat2Error
 from virtualizarr_fill.manifests.fill_attributes import with_array_fill_attributes
 from virtualizarr_fill.writers.kerchunk_parquet import (
     kerchunk_refs_v3_for_parquet,
@@ -66,17 +66,6 @@ def _needing_v3(ds: xr.Dataset) -> dict[str, str]:
             if reason is not None:
                 found[str(name)] = reason
     return found
-
-
-class ZarrFormat2Error(UnsupportedFeatureError):
-    """Zarr format 2 references cannot describe an array of the dataset.
-
-    ``problem`` says which and why, without advice (callers word what to do instead).
-    """
-
-    def __init__(self, problem: str, advice: str) -> None:
-        super().__init__(f"{problem}; {advice}")
-        self.problem = problem
 
 
 def to_kerchunk(
@@ -312,7 +301,7 @@ def open_kerchunk(
 
     Raises
     ------
-    virtualizarr_fill.writers.repository.MultiscaleGroupError
+    virtualizarr_fill.errors.MultiscaleGroupError
         The group is a multiscale group (``build --overviews``): open one level with
         ``group="0"`` (the full resolution), ``"1"``...
     """

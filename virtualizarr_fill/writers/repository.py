@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from virtualizarr_fill.errors import UnsupportedFeatureError, VirtualizarrFillError
+from virtualizarr_fill.errors import MultiscaleGroupError as MultiscaleGroupError
+from virtualizarr_fill.errors import RepositoryNotFoundError as RepositoryNotFoundError
+from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.writers.read_chunks import (
     DEFAULT_CHUNK_BYTES,
     STORED_MULTIPLES,
@@ -44,14 +46,6 @@ __all__ = [
     "open_repository",
     "storage_for",
 ]
-
-
-class RepositoryNotFoundError(VirtualizarrFillError, FileNotFoundError):
-    """No Icechunk repository at the location given."""
-
-
-class MultiscaleGroupError(VirtualizarrFillError, ValueError):
-    """The group asked for as a Dataset is a multiscale group (its levels are groups)."""
 
 
 def _env(*names: str) -> str | None:
@@ -330,7 +324,7 @@ def open_icechunk(
     xarray.Dataset
         The dataset, lazily loaded. Reading a chunk of a file modified since the
         repository recorded it raises a
-        :class:`~virtualizarr_fill.writers.icechunk_reads.SourceFileChangedError`
+        :class:`~virtualizarr_fill.errors.SourceFileChangedError`
         naming the file.
 
     Raises
@@ -368,7 +362,7 @@ def open_icechunk_datatree(
 
     The repository is opened as :func:`open_icechunk` opens it (containers authorized,
     rectilinear chunk grids enabled, a changed file named by a
-    :class:`~virtualizarr_fill.writers.icechunk_reads.SourceFileChangedError`).
+    :class:`~virtualizarr_fill.errors.SourceFileChangedError`).
 
     Parameters
     ----------
