@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
+from xarray.backends.zarr import ZarrArrayWrapper
+from xarray.coding.strings import create_vlen_dtype
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
@@ -145,14 +147,39 @@ def _values(store: ManifestStore, path: str, array: ManifestArray) -> Any:
     found = _inlined_values(array)
     if found is not None:
         return found
-    import zarr
-    from xarray.backends.zarr import ZarrArrayWrapper
     from xarray.core.indexing import LazilyIndexedArray
-    from zarr.core.array import AsyncArray
-    from zarr.storage import StorePath
 
-    opened = zarr.Array(AsyncArray(metadata=array.metadata, store_path=StorePath(store, path)))
-    return LazilyIndexedArray(ZarrArrayWrapper(opened))
+    return LazilyIndexedArray(_LazyZarrArrayWrapper(store, path, array))
+
+
+class _LazyZarrArrayWrapper(ZarrArrayWrapper):
+    """xarray's ``ZarrArrayWrapper`` of an array, the zarr array itself made on the first
+    read: most arrays of a file stay virtual, and their values are never read."""
+
+    def __init__(self, store: ManifestStore, path: str, array: ManifestArray) -> None:
+        self._opening = (store, path, array)
+        self._opened: Any = None
+        metadata = array.metadata
+        self.shape = tuple(metadata.shape)
+        dtype = metadata.data_type.to_native_dtype()
+        # as ZarrArrayWrapper: variable-length strings as object, a StringDType kept
+        serializer = next(c for c in metadata.codecs if isinstance(c, ArrayBytesCodec))
+        if dtype.kind != "T" and serializer.to_dict()["name"] == "vlen-utf8":
+            dtype = create_vlen_dtype(str)
+        self.dtype = dtype
+
+    @property  # type: ignore[override]
+    def _array(self) -> Any:
+        if self._opened is None:
+            import zarr
+            from zarr.core.array import AsyncArray
+            from zarr.storage import StorePath
+
+            store, path, array = self._opening
+            self._opened = zarr.Array(
+                AsyncArray(metadata=array.metadata, store_path=StorePath(store, path))
+            )
+        return self._opened
 
 
 def _fill_value_attribute(value: Any, array: ManifestArray) -> Any:
@@ -234,30 +261,55 @@ def virtual_dataset(
 ) -> xr.Dataset:
     """The dataset VirtualiZarr's ``construct_virtual_dataset`` builds for the root group
     ``group`` of ``store``, built without opening the store with zarr."""
-    from virtualizarr.xarray import replace_virtual_with_loadable_vars
+    from xarray.conventions import decode_cf_variables
 
     if loadable_variables is not None and not isinstance(loadable_variables, list):
         raise ValueError(
             "loadable_variables must be an iterable of string variable names,"
             f" or None, but got type {type(loadable_variables)}"
         )
-    fully_virtual = group.to_virtual_dataset()
     # Every array, as xarray's zarr backend opens them (values lazily, except those
-    # inlined in the manifest): which ones are loaded is decided on the decoded
-    # variables, as VirtualiZarr decides (a netCDF character array is a dimension
-    # coordinate only once its characters are joined).
-    raw = xr.Dataset(
-        {name: loadable_variable(store, name, array) for name, array in group.arrays.items()},
-        # the attributes xarray's zarr backend reads (it leaves out netCDF-C's own)
-        attrs={
-            k: v for k, v in group.metadata.attributes.items() if not k.lower().startswith("_nc")
-        },
+    # inlined in the manifest), decoded as ``xr.decode_cf`` decodes them: which ones are
+    # loaded is decided on the decoded variables, as VirtualiZarr decides (a netCDF
+    # character array is a dimension coordinate only once its characters are joined).
+    raw = {name: loadable_variable(store, name, array) for name, array in group.arrays.items()}
+    # the attributes xarray's zarr backend reads (it leaves out netCDF-C's own)
+    raw_attrs = {
+        k: v for k, v in group.metadata.attributes.items() if not k.lower().startswith("_nc")
+    }
+    decoded, attrs, coord_names = decode_cf_variables(
+        raw, raw_attrs, decode_times=True if decode_times is None else decode_times
     )
-    decode: dict[str, Any] = {}
-    if decode_times is not None:
-        decode["decode_times"] = decode_times
-    loadable = xr.decode_cf(raw, **decode)
-    return replace_virtual_with_loadable_vars(fully_virtual, loadable, loadable_variables)
+    if loadable_variables is None:  # VirtualiZarr's default: the dimension coordinates
+        to_load = {name for name, var in decoded.items() if var.dims == (name,)}
+    else:
+        to_load = set(loadable_variables)
+    # What VirtualiZarr's replace_virtual_with_loadable_vars merges, each dataset built
+    # with only the variables it keeps (building both whole, then dropping, costs twice).
+    loaded = xr.Dataset({n: v for n, v in decoded.items() if n in to_load}, attrs=attrs)
+    loaded = loaded.set_coords(coord_names.intersection(loaded.variables))
+    virtual = _virtual_dataset(group, {n for n in group.arrays if n not in to_load})
+    return xr.merge([loaded, virtual])
+
+
+def _virtual_dataset(group: ManifestGroup, names: set[str]) -> xr.Dataset:
+    """``ManifestGroup.to_virtual_dataset`` restricted to the arrays ``names``: which of
+    them are coordinates still follows every array's ``coordinates`` attribute."""
+    from virtualizarr.xarray import construct_fully_virtual_dataset
+
+    listed = group.metadata.attributes.get("coordinates", [])
+    coord_names = set(listed.split() if isinstance(listed, str) else listed)
+    for array in group.arrays.values():
+        if "coordinates" in array.metadata.attributes:
+            coord_names.update(array.metadata.attributes["coordinates"].split(" "))
+    return construct_fully_virtual_dataset(
+        virtual_vars={
+            name: array.to_virtual_variable()
+            for name, array in group.arrays.items()
+            if name in names
+        },
+        coord_names=coord_names,
+    )
 
 
 __all__ = ["can_build", "loadable_variable", "virtual_dataset"]
