@@ -289,7 +289,21 @@ def virtual_dataset(
     loaded = xr.Dataset({n: v for n, v in decoded.items() if n in to_load}, attrs=attrs)
     loaded = loaded.set_coords(coord_names.intersection(loaded.variables))
     virtual = _virtual_dataset(group, {n for n in group.arrays if n not in to_load})
-    return xr.merge([loaded, virtual])
+    return _merged(loaded, virtual)
+
+
+def _merged(loaded: xr.Dataset, virtual: xr.Dataset) -> xr.Dataset:
+    """``xr.merge([loaded, virtual])`` of datasets without a variable in common, whose
+    only indexes are ``loaded``'s: the same variables in the same order, coordinates,
+    indexes and attributes (the first dataset's), put together directly rather than
+    aligned one against the other."""
+    variables = {**loaded.variables, **virtual.variables}
+    coord_names = set(loaded.coords) | set(virtual.coords)
+    # every variable given as a coordinate, with the indexes: none made, none aligned
+    together = xr.Dataset(
+        coords=xr.Coordinates(variables, indexes=dict(loaded.xindexes)), attrs=loaded.attrs
+    )
+    return together.reset_coords([name for name in variables if name not in coord_names])
 
 
 def _virtual_dataset(group: ManifestGroup, names: set[str]) -> xr.Dataset:
