@@ -7,14 +7,17 @@ metadata document and read each coordinate through its asynchronous read path: m
 the time of a parse-to-dataset of a small file, for a GeoTIFF's ``band``, ``x`` and
 ``y`` whose values are already in memory (inlined in the manifest).
 
-:func:`virtual_dataset` returns the same dataset: the virtual variables are
-VirtualiZarr's (``ManifestGroup.to_virtual_dataset``); each array is opened as xarray's
+:func:`virtual_dataset` returns the same dataset: each array is opened as xarray's
 zarr backend opens it (dimensions, attributes, the encoding it records: chunks, codecs,
 fill value), from the parsed metadata object rather than its JSON document, its values
 decoded straight from inlined chunks or read lazily through zarr for chunks in the
-file; xarray's CF decoding (``xr.decode_cf``, with the arguments ``xr.open_zarr``
-passes) decodes them; and VirtualiZarr's ``replace_virtual_with_loadable_vars`` keeps
-the ones to load and merges them with the virtual ones.
+file (the zarr array made only when read); xarray's CF decoding
+(``decode_cf_variables``, what ``xr.decode_cf`` runs with the arguments ``xr.open_zarr``
+passes) decodes them; the ones to load are chosen as VirtualiZarr's
+``replace_virtual_with_loadable_vars`` chooses them, and the others are VirtualiZarr's
+virtual variables (``ManifestGroup.to_virtual_dataset``). Each of the two sets is built
+into a dataset once, and the two put together as ``xr.merge`` would: a file's dataset
+is built per file when VirtualiZarr's ``open_virtual_mfdataset`` combines thousands.
 ``tests/manifests/test_virtual_dataset.py`` compares the result with VirtualiZarr's on every
 corpus file.
 """
