@@ -32,6 +32,7 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from xarray.backends.zarr import ZarrArrayWrapper
 from xarray.coding.strings import create_vlen_dtype
+from xarray.indexes import PandasIndex
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
@@ -287,46 +288,49 @@ def virtual_dataset(
         to_load = {name for name, var in decoded.items() if var.dims == (name,)}
     else:
         to_load = set(loadable_variables)
-    # What VirtualiZarr's replace_virtual_with_loadable_vars merges, each dataset built
-    # with only the variables it keeps (building both whole, then dropping, costs twice).
-    loaded = xr.Dataset({n: v for n, v in decoded.items() if n in to_load}, attrs=attrs)
-    loaded = loaded.set_coords(coord_names.intersection(loaded.variables))
-    virtual = _virtual_dataset(group, {n for n in group.arrays if n not in to_load})
-    return _merged(loaded, virtual)
+    # The dataset VirtualiZarr's replace_virtual_with_loadable_vars merges from the
+    # loaded variables (first) and the virtual ones, built once: a dataset of the loaded
+    # ones, one of the virtual ones and their merge would be three, each aligned.
+    loaded: dict[Hashable, xr.Variable] = {}
+    indexes: dict[Hashable, PandasIndex] = {}
+    for name, var in decoded.items():
+        if name not in to_load:
+            continue
+        if var.dims == (name,):  # the default index a Dataset gives a dimension coordinate
+            index = PandasIndex.from_variables({name: var}, options={})
+            indexes[name] = index
+            loaded.update(index.create_variables({name: var}))
+        else:
+            loaded[name] = var
+    virtual_coord_names = _virtual_coordinate_names(group)
+    virtual_data: dict[Hashable, xr.Variable] = {}
+    virtual_coords: dict[Hashable, xr.Variable] = {}
+    for name, array in group.arrays.items():
+        if name in to_load:
+            continue
+        var = array.to_virtual_variable()
+        # VirtualiZarr's separate_coords: a coordinate without an index
+        is_coord = name in virtual_coord_names or var.dims == (name,)
+        (virtual_coords if is_coord else virtual_data)[name] = var
+    variables = {**loaded, **virtual_data, **virtual_coords}
+    coords = set(indexes) | coord_names.intersection(loaded) | set(virtual_coords)
+    # every variable given as a coordinate, with the loaded indexes: none made, none
+    # aligned; then the data variables reset (as in a merge, a variable named after a
+    # dimension stays a coordinate)
+    together = xr.Dataset(coords=xr.Coordinates(variables, indexes=indexes), attrs=attrs)
+    coords.update(name for name in variables if name in together.dims)
+    return together.reset_coords([name for name in variables if name not in coords])
 
 
-def _merged(loaded: xr.Dataset, virtual: xr.Dataset) -> xr.Dataset:
-    """``xr.merge([loaded, virtual])`` of datasets without a variable in common, whose
-    only indexes are ``loaded``'s: the same variables in the same order, coordinates,
-    indexes and attributes (the first dataset's), put together directly rather than
-    aligned one against the other."""
-    variables = {**loaded.variables, **virtual.variables}
-    coord_names = set(loaded.coords) | set(virtual.coords)
-    # every variable given as a coordinate, with the indexes: none made, none aligned
-    together = xr.Dataset(
-        coords=xr.Coordinates(variables, indexes=dict(loaded.xindexes)), attrs=loaded.attrs
-    )
-    return together.reset_coords([name for name in variables if name not in coord_names])
-
-
-def _virtual_dataset(group: ManifestGroup, names: set[str]) -> xr.Dataset:
-    """``ManifestGroup.to_virtual_dataset`` restricted to the arrays ``names``: which of
-    them are coordinates still follows every array's ``coordinates`` attribute."""
-    from virtualizarr.xarray import construct_fully_virtual_dataset
-
+def _virtual_coordinate_names(group: ManifestGroup) -> set[Hashable]:
+    """The names ``ManifestGroup.to_virtual_dataset`` makes coordinates beside the
+    dimension coordinates: the group's ``coordinates`` attribute and every array's."""
     listed = group.metadata.attributes.get("coordinates", [])
-    coord_names = set(listed.split() if isinstance(listed, str) else listed)
+    names: set[Hashable] = set(listed.split() if isinstance(listed, str) else listed)
     for array in group.arrays.values():
         if "coordinates" in array.metadata.attributes:
-            coord_names.update(array.metadata.attributes["coordinates"].split(" "))
-    return construct_fully_virtual_dataset(
-        virtual_vars={
-            name: array.to_virtual_variable()
-            for name, array in group.arrays.items()
-            if name in names
-        },
-        coord_names=coord_names,
-    )
+            names.update(array.metadata.attributes["coordinates"].split(" "))
+    return names
 
 
 __all__ = ["can_build", "loadable_variable", "virtual_dataset"]
