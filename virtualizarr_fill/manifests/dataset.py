@@ -15,9 +15,9 @@ file (the zarr array made only when read); xarray's CF decoding
 (``decode_cf_variables``, what ``xr.decode_cf`` runs with the arguments ``xr.open_zarr``
 passes) decodes them; the ones to load are chosen as VirtualiZarr's
 ``replace_virtual_with_loadable_vars`` chooses them, and the others are VirtualiZarr's
-virtual variables (``ManifestGroup.to_virtual_dataset``). Each of the two sets is built
-into a dataset once, and the two put together as ``xr.merge`` would: a file's dataset
-is built per file when VirtualiZarr's ``open_virtual_mfdataset`` combines thousands.
+virtual variables (``ManifestGroup.to_virtual_dataset``). The dataset is built once,
+with the coordinates, indexes and order of variables VirtualiZarr's merge of the two
+gives: VirtualiZarr's ``open_virtual_mfdataset`` builds one per file.
 ``tests/manifests/test_virtual_dataset.py`` compares the result with VirtualiZarr's on every
 corpus file.
 """
