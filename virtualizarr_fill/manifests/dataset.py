@@ -172,6 +172,10 @@ class _LazyZarrArrayWrapper(ZarrArrayWrapper):
             dtype = create_vlen_dtype(str)
         self.dtype = dtype
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from the store and the array (dask and process pools pickle datasets)
+        return (_LazyZarrArrayWrapper, self._opening)
+
     @property  # type: ignore[override]
     def _array(self) -> Any:
         if self._opened is None:
