@@ -10,8 +10,8 @@ file k directly south of file k - 1 (one column of a mosaic, concatenated along 
 
 * ``fill-series``: ``virtualizarr_fill.open_virtual_series(..., "y")`` + ``to_icechunk``;
 * ``fill-mfdataset``: ``open_virtual_mfdataset(parser=TIFFParser(), combine="nested",
-  concat_dim="y", coords="minimal", compat="override", combine_attrs="drop_conflicts")``
-  + ``virtualizarr_fill.to_icechunk``;
+  concat_dim="y")`` + ``virtualizarr_fill.to_icechunk``: the call virtual-tiff is timed
+  with, xarray's default combining arguments;
 * ``virtual-tiff``: ``open_virtual_mfdataset(parser=VirtualTIFF(ifd=0), combine="nested",
   concat_dim="y")`` + ``vds.vz.to_icechunk``;
 * ``fill-cli``: ``virtualizarr-fill build 'DIR/tile_*.tif' --concat-dim y --out REPO``,
@@ -30,7 +30,8 @@ netCDF-4 (``netcdf``): N files of 8 x 64 x 64 (time, lat, lon), two float32 vari
 chunks of 4 x 64 x 64, file k continuing file k - 1's time axis.
 
 * ``fill-series``: ``open_virtual_series(..., HDF5Parser(), "time")`` + ``to_icechunk``;
-* ``fill-mfdataset``: ``open_virtual_mfdataset(parser=HDF5Parser(), ...)`` + ``to_icechunk``;
+* ``fill-mfdataset``: ``open_virtual_mfdataset(parser=HDF5Parser(), ..., coords="minimal",
+  compat="override", combine_attrs="drop_conflicts")`` + ``to_icechunk``;
 * ``hdfparser``: ``open_virtual_mfdataset(parser=HDFParser(), ...)`` + ``vds.vz.to_icechunk``;
 * ``fill-cli`` (and ``fill-cli-baseline``): ``virtualizarr-fill build`` along ``time``.
 
@@ -280,15 +281,19 @@ def run_one(kind: str, tool: str, data_dir: Path, repo: Path) -> dict[str, Any]:
         import virtualizarr_fill
         from virtualizarr_fill import HDF5Parser, TIFFParser
 
+        # GeoTIFFs: the call virtual-tiff is timed with, xarray's default arguments.
+        netcdf_arguments = {
+            "coords": "minimal",
+            "compat": "override",
+            "combine_attrs": "drop_conflicts",
+        }
         vds = open_virtual_mfdataset(
             urls,
             registry=registry,
             parser=TIFFParser() if kind == "tiff" else HDF5Parser(),
             combine="nested",
             concat_dim=dim,
-            coords="minimal",
-            compat="override",
-            combine_attrs="drop_conflicts",
+            **({} if kind == "tiff" else netcdf_arguments),
         )
     elif tool == "virtual-tiff":
         from virtual_tiff import VirtualTIFF

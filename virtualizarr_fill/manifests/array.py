@@ -259,6 +259,8 @@ def _broadcast_to(x: ManifestArray, /, shape: tuple[int, ...]) -> FillManifestAr
 
 
 def _where(condition: Any, x: Any, y: Any, /) -> Any:
+    if _takes_every_element_of(condition, x, y):
+        return x
     if isinstance(x, ManifestArray) and is_rectilinear(x.metadata) and np.isscalar(y):
         cond = np.asarray(condition, dtype=bool)
         if cond.shape == x.shape and np.array_equal(~cond, operations.missing_element_mask(x)):
@@ -269,6 +271,25 @@ def _where(condition: Any, x: Any, y: Any, /) -> Any:
         )
     result = _upstream(np.where)(condition, x, y)
     return FillManifestArray.wrap(result) if isinstance(result, ManifestArray) else result
+
+
+def _takes_every_element_of(condition: Any, x: Any, y: Any) -> bool:
+    """Whether ``np.where(condition, x, y)`` is ``x`` itself: ``condition`` true
+    everywhere, and neither it nor ``y`` widening ``x``'s shape or type. xarray's default
+    merge of a variable that is not concatenated (``compat="no_conflicts"``, a GeoTIFF's
+    ``spatial_ref``) fills one file's array from the next file's, once found equal, so."""
+    if not isinstance(x, ManifestArray):
+        return False
+    cond = np.asarray(condition)
+    if cond.dtype != bool or not cond.all():
+        return False
+    y_shape = getattr(y, "shape", ())
+    try:
+        if np.broadcast_shapes(cond.shape, x.shape, y_shape) != x.shape:
+            return False
+    except ValueError:
+        return False
+    return isinstance(y, ManifestArray) and y.dtype == x.dtype
 
 
 _HANDLED: dict[Any, Callable[..., Any]] = {

@@ -7,14 +7,17 @@ metadata document and read each coordinate through its asynchronous read path: m
 the time of a parse-to-dataset of a small file, for a GeoTIFF's ``band``, ``x`` and
 ``y`` whose values are already in memory (inlined in the manifest).
 
-:func:`virtual_dataset` returns the same dataset: the virtual variables are
-VirtualiZarr's (``ManifestGroup.to_virtual_dataset``); each array is opened as xarray's
+:func:`virtual_dataset` returns the same dataset: each array is opened as xarray's
 zarr backend opens it (dimensions, attributes, the encoding it records: chunks, codecs,
 fill value), from the parsed metadata object rather than its JSON document, its values
 decoded straight from inlined chunks or read lazily through zarr for chunks in the
-file; xarray's CF decoding (``xr.decode_cf``, with the arguments ``xr.open_zarr``
-passes) decodes them; and VirtualiZarr's ``replace_virtual_with_loadable_vars`` keeps
-the ones to load and merges them with the virtual ones.
+file (the zarr array made only when read); xarray's CF decoding
+(``decode_cf_variables``, what ``xr.decode_cf`` runs with the arguments ``xr.open_zarr``
+passes) decodes them; the ones to load are chosen as VirtualiZarr's
+``replace_virtual_with_loadable_vars`` chooses them, and the others are VirtualiZarr's
+virtual variables (``ManifestGroup.to_virtual_dataset``). The dataset is built once,
+with the coordinates, indexes and order of variables VirtualiZarr's merge of the two
+gives: VirtualiZarr's ``open_virtual_mfdataset`` builds one per file.
 ``tests/manifests/test_virtual_dataset.py`` compares the result with VirtualiZarr's on every
 corpus file.
 """
@@ -27,6 +30,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
+from xarray.backends.zarr import ZarrArrayWrapper
+from xarray.coding.strings import create_vlen_dtype
+from xarray.indexes import PandasIndex
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
@@ -146,14 +152,43 @@ def _values(store: ManifestStore, path: str, array: ManifestArray) -> Any:
     found = _inlined_values(array)
     if found is not None:
         return found
-    import zarr
-    from xarray.backends.zarr import ZarrArrayWrapper
     from xarray.core.indexing import LazilyIndexedArray
-    from zarr.core.array import AsyncArray
-    from zarr.storage import StorePath
 
-    opened = zarr.Array(AsyncArray(metadata=array.metadata, store_path=StorePath(store, path)))
-    return LazilyIndexedArray(ZarrArrayWrapper(opened))
+    return LazilyIndexedArray(_LazyZarrArrayWrapper(store, path, array))
+
+
+class _LazyZarrArrayWrapper(ZarrArrayWrapper):
+    """xarray's ``ZarrArrayWrapper`` of an array, the zarr array itself made on the first
+    read: most arrays of a file stay virtual, and their values are never read."""
+
+    def __init__(self, store: ManifestStore, path: str, array: ManifestArray) -> None:
+        self._opening = (store, path, array)
+        self._opened: Any = None
+        metadata = array.metadata
+        self.shape = tuple(metadata.shape)
+        dtype = metadata.data_type.to_native_dtype()
+        # as ZarrArrayWrapper: variable-length strings as object, a StringDType kept
+        serializer = next(c for c in metadata.codecs if isinstance(c, ArrayBytesCodec))
+        if dtype.kind != "T" and serializer.to_dict()["name"] == "vlen-utf8":
+            dtype = create_vlen_dtype(str)
+        self.dtype = dtype
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from the store and the array (dask and process pools pickle datasets)
+        return (_LazyZarrArrayWrapper, self._opening)
+
+    @property  # type: ignore[override]
+    def _array(self) -> Any:
+        if self._opened is None:
+            import zarr
+            from zarr.core.array import AsyncArray
+            from zarr.storage import StorePath
+
+            store, path, array = self._opening
+            self._opened = zarr.Array(
+                AsyncArray(metadata=array.metadata, store_path=StorePath(store, path))
+            )
+        return self._opened
 
 
 def _fill_value_attribute(value: Any, array: ManifestArray) -> Any:
@@ -235,30 +270,72 @@ def virtual_dataset(
 ) -> xr.Dataset:
     """The dataset VirtualiZarr's ``construct_virtual_dataset`` builds for the root group
     ``group`` of ``store``, built without opening the store with zarr."""
-    from virtualizarr.xarray import replace_virtual_with_loadable_vars
+    from xarray.conventions import decode_cf_variables
 
     if loadable_variables is not None and not isinstance(loadable_variables, list):
         raise ValueError(
             "loadable_variables must be an iterable of string variable names,"
             f" or None, but got type {type(loadable_variables)}"
         )
-    fully_virtual = group.to_virtual_dataset()
     # Every array, as xarray's zarr backend opens them (values lazily, except those
-    # inlined in the manifest): which ones are loaded is decided on the decoded
-    # variables, as VirtualiZarr decides (a netCDF character array is a dimension
-    # coordinate only once its characters are joined).
-    raw = xr.Dataset(
-        {name: loadable_variable(store, name, array) for name, array in group.arrays.items()},
-        # the attributes xarray's zarr backend reads (it leaves out netCDF-C's own)
-        attrs={
-            k: v for k, v in group.metadata.attributes.items() if not k.lower().startswith("_nc")
-        },
+    # inlined in the manifest), decoded as ``xr.decode_cf`` decodes them: which ones are
+    # loaded is decided on the decoded variables, as VirtualiZarr decides (a netCDF
+    # character array is a dimension coordinate only once its characters are joined).
+    raw = {name: loadable_variable(store, name, array) for name, array in group.arrays.items()}
+    # the attributes xarray's zarr backend reads (it leaves out netCDF-C's own)
+    raw_attrs = {
+        k: v for k, v in group.metadata.attributes.items() if not k.lower().startswith("_nc")
+    }
+    decoded, attrs, coord_names = decode_cf_variables(
+        raw, raw_attrs, decode_times=True if decode_times is None else decode_times
     )
-    decode: dict[str, Any] = {}
-    if decode_times is not None:
-        decode["decode_times"] = decode_times
-    loadable = xr.decode_cf(raw, **decode)
-    return replace_virtual_with_loadable_vars(fully_virtual, loadable, loadable_variables)
+    if loadable_variables is None:  # VirtualiZarr's default: the dimension coordinates
+        to_load = {name for name, var in decoded.items() if var.dims == (name,)}
+    else:
+        to_load = set(loadable_variables)
+    # The dataset VirtualiZarr's replace_virtual_with_loadable_vars merges from the
+    # loaded variables (first) and the virtual ones, built once: a dataset of the loaded
+    # ones, one of the virtual ones and their merge would be three, each aligned.
+    loaded: dict[Hashable, xr.Variable] = {}
+    indexes: dict[Hashable, PandasIndex] = {}
+    for name, var in decoded.items():
+        if name not in to_load:
+            continue
+        if var.dims == (name,):  # the default index a Dataset gives a dimension coordinate
+            index = PandasIndex.from_variables({name: var}, options={})
+            indexes[name] = index
+            loaded.update(index.create_variables({name: var}))
+        else:
+            loaded[name] = var
+    virtual_coord_names = _virtual_coordinate_names(group)
+    virtual_data: dict[Hashable, xr.Variable] = {}
+    virtual_coords: dict[Hashable, xr.Variable] = {}
+    for name, array in group.arrays.items():
+        if name in to_load:
+            continue
+        var = array.to_virtual_variable()
+        # VirtualiZarr's separate_coords: a coordinate without an index
+        is_coord = name in virtual_coord_names or var.dims == (name,)
+        (virtual_coords if is_coord else virtual_data)[name] = var
+    variables = {**loaded, **virtual_data, **virtual_coords}
+    coords = set(indexes) | coord_names.intersection(loaded) | set(virtual_coords)
+    # every variable given as a coordinate, with the loaded indexes: none made, none
+    # aligned; then the data variables reset (as in a merge, a variable named after a
+    # dimension stays a coordinate)
+    together = xr.Dataset(coords=xr.Coordinates(variables, indexes=indexes), attrs=attrs)
+    coords.update(name for name in variables if name in together.dims)
+    return together.reset_coords([name for name in variables if name not in coords])
+
+
+def _virtual_coordinate_names(group: ManifestGroup) -> set[Hashable]:
+    """The names ``ManifestGroup.to_virtual_dataset`` makes coordinates beside the
+    dimension coordinates: the group's ``coordinates`` attribute and every array's."""
+    listed = group.metadata.attributes.get("coordinates", [])
+    names: set[Hashable] = set(listed.split() if isinstance(listed, str) else listed)
+    for array in group.arrays.values():
+        if "coordinates" in array.metadata.attributes:
+            names.update(array.metadata.attributes["coordinates"].split(" "))
+    return names
 
 
 __all__ = ["can_build", "loadable_variable", "virtual_dataset"]
