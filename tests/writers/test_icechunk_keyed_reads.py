@@ -203,3 +203,19 @@ def test_a_datatree_is_chunked_level_by_level_as_open_icechunk_chunks(
     lazy = virtualizarr_fill.open_icechunk_datatree(location, chunks=None)
     assert lazy["0"]["band_data"].chunks is None  # no dask, as xarray
     np.testing.assert_array_equal(lazy["2"]["band_data"].values, expected[2])
+
+
+def test_open_icechunk_computes_on_a_cluster_as_rasterio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], local_cluster: Any
+) -> None:
+    """The arrays carry the pipeline to worker processes, which read with it."""
+    from distributed import Client
+
+    paths = _column(tmp_path / "tiles", count=4)
+    location = tmp_path / "column.icechunk"
+    _build(capsys, *map(str, paths), "--out", str(location))
+    ds = virtualizarr_fill.open_icechunk(location, chunk_bytes=ROWS * COLS * 2 * 2)
+    assert len(ds["band_data"].chunks[1]) == len(paths)  # a task per file
+    with Client(local_cluster) as client:
+        values = client.compute(ds["band_data"].data).result()
+    np.testing.assert_array_equal(values, _rasterio_column(paths))
