@@ -303,6 +303,12 @@ def open_icechunk(
     one group per level: open it with :func:`open_icechunk_datatree`, or one level with
     ``group="0"`` (the full resolution).
 
+    The arrays are opened inside :func:`virtualizarr_fill.use_manifest_pipeline`, so
+    their reads fetch a piece of chunks per Icechunk call and decode them in worker
+    threads, with the values of zarr's own pipeline (which reads again a piece that
+    fails, and names the failing chunk); zarr's settings are as they were once this
+    returns.
+
     Parameters
     ----------
     location
