@@ -219,3 +219,39 @@ def test_open_icechunk_computes_on_a_cluster_as_rasterio(
     with Client(local_cluster) as client:
         values = client.compute(ds["band_data"].data).result()
     np.testing.assert_array_equal(values, _rasterio_column(paths))
+
+
+@pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
+def test_a_strip_that_does_not_decode_is_named_by_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The piece holding it is read again by zarr's pipeline, which names the chunk."""
+    import tifffile
+
+    from virtualizarr_fill.errors import ChunkDecodeError
+
+    path = tmp_path / "damaged.tif"
+    values = np.random.default_rng(5).integers(0, 255, (64, 40), dtype=np.uint8)
+    tifffile.imwrite(path, values, compression="zlib", rowsperstrip=16)
+    with tifffile.TiffFile(path) as tif:
+        page = tif.pages[0]
+        offset, count = page.dataoffsets[2], page.databytecounts[2]  # type: ignore[union-attr]
+    content = bytearray(path.read_bytes())
+    for i in range(offset + 5, offset + count - 5, 7):
+        content[i] ^= 0x5A
+    path.write_bytes(bytes(content))
+    with rasterio.open(path) as src, pytest.raises(rasterio.errors.RasterioIOError):
+        src.read()
+    location = tmp_path / "damaged.icechunk"
+    _build(capsys, str(path), "--out", str(location))
+
+    ds = virtualizarr_fill.open_icechunk(location)
+    with pytest.raises(ChunkDecodeError) as raised:
+        ds["band_data"].load()
+    assert "chunk band_data/c/0/2/0 of <icechunk.IcechunkStore>: cannot be read or decoded" in str(
+        raised.value
+    )
+    # the strips around it read as GDAL reads them
+    with rasterio.open(path) as src:
+        top = src.read(window=((0, 32), (0, 40)))
+    np.testing.assert_array_equal(ds["band_data"][:, :32].values, top)
