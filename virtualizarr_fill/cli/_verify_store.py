@@ -106,8 +106,9 @@ def _open_level(opened: _Opened, group: str | None) -> tuple[xr.Dataset, xr.Data
     }
     from virtualizarr_fill.reads import use_manifest_pipeline
 
-    # The values zarr's own pipeline reads (the pipeline hands these stores to it), but
-    # a chunk that cannot be read or decoded is named by its key.
+    # As open_icechunk reads: an Icechunk store's chunks a piece per Icechunk call (other
+    # stores by zarr's own pipeline), the values zarr's pipeline reads, and a chunk that
+    # cannot be read or decoded named by its key.
     with use_manifest_pipeline():
         decoded = xr.open_zarr(opened.zarr_store, **options)
         raw = xr.open_zarr(opened.zarr_store, decode_cf=False, **options)

@@ -11,14 +11,16 @@ Nothing of zarr is replaced: the block changes one zarr setting, and zarr's sett
 back when it closes.
 
 Nothing here runs when the package is imported, and zarr never imports this package by
-itself (there is no ``zarr.codec_pipeline`` entry point). Reads of Icechunk or kerchunk
-stores do not use it.
+itself (there is no ``zarr.codec_pipeline`` entry point). Reads of Icechunk stores inside
+the block fetch a piece of chunks per Icechunk call (:mod:`.keyed_batches`,
+:func:`virtualizarr_fill.open_icechunk` opens its arrays so); reads of kerchunk stores go
+to zarr's own pipeline.
 
 The modules, in the order a read passes through them:
 
 * zarr's side: :mod:`.pipeline` (the zarr codec pipeline, registered with zarr when it
   is imported), :mod:`.batch_reads` (its ``read``: a batch of zarr's chunk requests
-  located in the manifest);
+  located in the manifest), :mod:`.keyed_batches` (a batch of an Icechunk store's keys);
 * :mod:`.planning`: manifest entries and chunk grid indices -> byte ranges per file
   (no zarr, no I/O);
 * :mod:`.fetching`: byte ranges -> stored bytes; :mod:`.scheduling`: where fetching and
@@ -45,8 +47,9 @@ def use_manifest_pipeline() -> Iterator[None]:
     the ``with`` block (zarr's ``codec_pipeline.path`` setting).
 
     The pipeline reads a whole batch of a ManifestStore's chunks at once and names a
-    chunk that cannot be read or decoded; reads of any other store inside the block go
-    to zarr's own pipeline. Nothing of zarr is replaced: the block sets zarr's
+    chunk that cannot be read or decoded; an Icechunk store's chunks are fetched a piece
+    per Icechunk call; reads of any other store inside the block go to zarr's own
+    pipeline. Nothing of zarr is replaced: the block sets zarr's
     ``codec_pipeline.path`` and restores it when it closes.
 
     Examples

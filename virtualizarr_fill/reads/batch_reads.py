@@ -15,6 +15,9 @@ chunks of typical TIFF and HDF5 files. For a read from a ManifestStore, this mod
 3. decodes each chunk with the array's own codecs and copies it into the output
    (:mod:`~virtualizarr_fill.reads.decoders`).
 
+A batch of an Icechunk store is fetched a piece of keys per call and decoded the same
+way (:mod:`~virtualizarr_fill.reads.keyed_batches`).
+
 The values are those zarr's own pipelines read, bit for bit (tests/reads/test_read_pipeline.py
 compares them with tifffile and h5py). Any other read goes to zarr's pipeline.
 """
@@ -34,7 +37,7 @@ from zarr.storage._common import StorePath
 
 from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.manifests.store import deepest_node
-from virtualizarr_fill.reads import planning
+from virtualizarr_fill.reads import keyed_batches, planning
 from virtualizarr_fill.reads.chunk_failures import naming_failures, read_naming_failures
 from virtualizarr_fill.reads.decoders import output_decoder
 from virtualizarr_fill.reads.scheduling import read_planned
@@ -71,6 +74,8 @@ async def read(
     batch = batch_info if isinstance(batch_info, list) else list(batch_info)
     located = locate(pipeline, batch, out)
     if located is None:
+        if reads_manifests(pipeline) and keyed_batches.reads_keys(batch, out):
+            return await keyed_batches.read(pipeline, batch, out, drop_axes)
         return await read_naming_failures(pipeline.inner, batch, out, drop_axes)
     store, entries, plan = located
     target: Any = out.as_ndarray_like()

@@ -51,6 +51,10 @@ class ChangedFilesNamingStore(WrapperStore[Any]):
         Where the repository is, for messages.
     """
 
+    #: Its ``get_partial_values`` is Icechunk's: many keys fetched in one call
+    #: (:mod:`virtualizarr_fill.reads.keyed_batches`).
+    batches_keys = True
+
     def __init__(self, store: Any, repository: str | None = None) -> None:
         super().__init__(store)
         self.repository = repository

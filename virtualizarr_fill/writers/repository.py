@@ -297,6 +297,12 @@ def open_icechunk(
     one group per level: open it with :func:`open_icechunk_datatree`, or one level with
     ``group="0"`` (the full resolution).
 
+    The arrays are opened inside :func:`virtualizarr_fill.use_manifest_pipeline`, so
+    their reads fetch a piece of chunks per Icechunk call and decode them in worker
+    threads, with the values of zarr's own pipeline (which reads again a piece that
+    fails, and names the failing chunk); zarr's settings are as they were once this
+    returns.
+
     Parameters
     ----------
     location
@@ -336,17 +342,30 @@ def open_icechunk(
     """
     import xarray as xr
 
+    from virtualizarr_fill.reads import use_manifest_pipeline
+
     store = _readable_store(location, branch)
     _refuse_multiscale_group(store, location, group)
     open_zarr_options.setdefault("consolidated", False)
     open_zarr_options.setdefault("zarr_format", 3)
-    if not (isinstance(chunks, str) and chunks == STORED_MULTIPLES):
-        return xr.open_zarr(store, group=group, chunks=chunks, **open_zarr_options)
-    ds = xr.open_zarr(store, group=group, chunks=None, **open_zarr_options)
-    # the snapshot names the data: two opens of one snapshot share their dask keys
+    stored_multiples = isinstance(chunks, str) and chunks == STORED_MULTIPLES
+    # The arrays opened in the block keep the pipeline for their reads (a batch of keys
+    # per Icechunk call); zarr's setting is back as it was when the block closes.
+    with use_manifest_pipeline():
+        ds = xr.open_zarr(
+            store, group=group, chunks=None if stored_multiples else chunks, **open_zarr_options
+        )
+    if not stored_multiples:
+        return ds
+    return with_whole_chunk_dask_chunks(ds, chunk_bytes, _token(store, location, branch, group))
+
+
+def _token(store: Any, location: object, branch: str, group: str | None) -> str:
+    """What names a group's data in dask keys: the snapshot (two opens of one snapshot
+    share their dask keys), else the location and branch."""
     session = getattr(getattr(store, "_store", None), "session", None)
-    token = f"{_where(location)}@{getattr(session, 'snapshot_id', branch)}/{group or ''}"
-    return with_whole_chunk_dask_chunks(ds, chunk_bytes, token)
+    snapshot = getattr(session, "snapshot_id", branch)
+    return f"{_where(location)}@{snapshot}/{(group or '').strip('/')}"
 
 
 def open_icechunk_datatree(
@@ -354,6 +373,8 @@ def open_icechunk_datatree(
     *,
     branch: str = "main",
     group: str | None = None,
+    chunks: Any = STORED_MULTIPLES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     **open_datatree_options: Any,
 ) -> xr.DataTree:
     """Open an Icechunk repository of virtual references as an xarray DataTree: every
@@ -372,8 +393,14 @@ def open_icechunk_datatree(
         The branch to read.
     group
         The group at the root of the tree (default: the repository's root).
+    chunks
+        The dask chunks, chosen group by group as :func:`open_icechunk` chooses them
+        (the default, ``"stored-multiples"``: whole stored chunks merged up to about
+        ``chunk_bytes``); any other value is passed to :func:`xarray.open_datatree`.
+    chunk_bytes
+        The decoded size the default chunks aim at.
     **open_datatree_options
-        Passed to :func:`xarray.open_datatree` (``chunks``, ``decode_times``, ...).
+        Passed to :func:`xarray.open_datatree` (``decode_times``, ...).
 
     Returns
     -------
@@ -387,12 +414,31 @@ def open_icechunk_datatree(
     """
     import xarray as xr
 
+    from virtualizarr_fill.reads import use_manifest_pipeline
+
     store = _readable_store(location, branch)
     open_datatree_options.setdefault("consolidated", False)
     open_datatree_options.setdefault("zarr_format", 3)
-    return xr.open_datatree(
-        store,  # type: ignore[arg-type]  # xarray's zarr backend takes any zarr store
-        engine="zarr",
-        group=group,
-        **open_datatree_options,
+    stored_multiples = isinstance(chunks, str) and chunks == STORED_MULTIPLES
+    with use_manifest_pipeline():  # as open_icechunk reads
+        tree = xr.open_datatree(
+            store,  # type: ignore[arg-type]  # xarray's zarr backend takes any zarr store
+            engine="zarr",
+            group=group,
+            chunks=None if stored_multiples else chunks,
+            **open_datatree_options,
+        )
+    if not stored_multiples:
+        return tree
+    root = (group or "").strip("/")
+    return xr.DataTree.from_dict(
+        {
+            node.path: with_whole_chunk_dask_chunks(
+                node.to_dataset(inherit=False),
+                chunk_bytes,
+                _token(store, location, branch, f"{root}/{node.path.strip('/')}"),
+            )
+            for node in tree.subtree
+        },
+        name=tree.name,
     )
