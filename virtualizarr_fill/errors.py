@@ -52,3 +52,8 @@ class FillValueError(VirtualizarrFillError, ValueError):
 
 class UnregisteredURLError(VirtualizarrFillError, ValueError):
     """No store in the object store registry resolves the URL."""
+
+
+class UpstreamFeatureError(VirtualizarrFillError, ImportError):
+    """The installed zarr, VirtualiZarr, xarray, Icechunk or h5py lacks an internal
+    virtualizarr-fill relies on (named with the package's version in the message)."""

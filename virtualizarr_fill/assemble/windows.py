@@ -35,6 +35,7 @@ from zarr.core.chunk_grids import DimensionGrid
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.sync import sync
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.chunk_grids import (
     chunk_grid,
     codec_edges,
@@ -49,7 +50,6 @@ from virtualizarr_fill.codec_chains import (
 )
 from virtualizarr_fill.codec_chains.edge_handling import whole_row_axes
 from virtualizarr_fill.errors import IncompatibleArraysError
-from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.manifests.array import FillManifestArray
 
 #: Reads the values of a window (one slice per axis) of the tile's array.

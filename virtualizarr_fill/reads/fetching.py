@@ -21,9 +21,9 @@ from typing import Any, NoReturn
 
 from obstore.store import LocalStore, MemoryStore
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import StoreReadError
 from virtualizarr_fill.io import store_read_error
-from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.manifests.byte_ranges import get_ranges, resolve
 from virtualizarr_fill.reads.planning import ReadPlan
 

@@ -27,7 +27,7 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 
-from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill import upstream
 
 __all__ = ["NonFiniteAttributeWarning", "finite_attributes", "without_non_finite_attributes"]
 

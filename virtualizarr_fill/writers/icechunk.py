@@ -29,6 +29,7 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.metadata.v3 import ArrayV3Metadata, RectilinearChunkGridMetadata
 from zarr.core.sync import sync
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges, is_rectilinear
 from virtualizarr_fill.concat import concatenation_metadata
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
@@ -39,7 +40,6 @@ from virtualizarr_fill.fill.encoding import (
     encoding_conflict_message,
     encoding_difference,
 )
-from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import UnsupportedFeatureError, VirtualizarrFillError
 from virtualizarr_fill.writers.read_chunks import (
     DEFAULT_CHUNK_BYTES,
@@ -350,7 +351,7 @@ def open_icechunk(
         return xr.open_zarr(store, group=group, chunks=chunks, **open_zarr_options)
     ds = xr.open_zarr(store, group=group, chunks=None, **open_zarr_options)
     # the snapshot names the data: two opens of one snapshot share their dask keys
-    session = getattr(getattr(store, "_store", None), "session", None)
+    session = getattr(upstream.wrapped_store(store), "session", None)
     token = f"{_where(location)}@{getattr(session, 'snapshot_id', branch)}/{group or ''}"
     return with_whole_chunk_dask_chunks(ds, chunk_bytes, token)
 
