@@ -11,16 +11,9 @@ instead of a bypass, the public entries instead of the reference arrays) or fail
 :class:`~virtualizarr_fill.errors.UpstreamFeatureError` naming the package, its installed
 version and the missing feature, at the first operation that needs it (never at import).
 
-Three kinds of internals pass through:
-
-- VirtualiZarr's manifest functions (merge, subset, broadcast, index) and its writers'
-  helpers, which it has no public form of;
-- the state of VirtualiZarr's ``ChunkManifest``, ``ManifestArray``, ``ManifestGroup`` and
-  ``ManifestStore`` and of zarr's frozen metadata dataclasses: read for the fast read
-  path, and set directly where building thousands of them through their validating
-  constructors would dominate the cost of indexing an archive (each such bypass is used
-  only while the class holds nothing but that state, else the constructor runs);
-- zarr's synchronous codec methods and wrapper stores, and xarray's variable attributes.
+What passes through and why: ``docs/architecture.md`` ("Living alongside VirtualiZarr
+and zarr"). The bypasses of validating constructors exist for speed (thousands of arrays
+per archive) and are used only while the class holds nothing but the state they set.
 
 :func:`warn_if_untested` warns once per process when the installed zarr or VirtualiZarr
 is newer than the newest release these adaptations were tested with.
@@ -56,11 +49,12 @@ if TYPE_CHECKING:
 
 #: Newest releases the adaptations were tested with (CI runs them and the oldest
 #: supported ones; ``pyproject.toml`` states the lower bounds).
-NEWEST_TESTED = {"virtualizarr": Version("2.8.0"), "zarr": Version("3.4.2")}
-
-
-#: The former name of :class:`~virtualizarr_fill.errors.UpstreamFeatureError`.
-MissingUpstreamFeatureError = UpstreamFeatureError
+NEWEST_TESTED = {
+    "virtualizarr": Version("2.8.0"),
+    "zarr": Version("3.4.2"),
+    "xarray": Version("2026.9.0"),
+    "icechunk": Version("2.3.0"),
+}
 
 
 def missing_feature(package: str, feature: str, purpose: str) -> UpstreamFeatureError:
@@ -253,22 +247,30 @@ def chunk_manifest(
 # -- VirtualiZarr's arrays, groups and stores ----------------------------------------------
 
 
-def _array_state_is_metadata_and_manifest() -> bool:
-    """Is a ManifestArray's whole state its metadata and manifest? (VirtualiZarr 2.x)"""
-    from virtualizarr.manifests import ManifestArray
+def _probe_metadata(chunk_grid: Any) -> ArrayV3Metadata:
+    """Metadata of a small uint8 array on ``chunk_grid``, for probing upstream behaviour."""
+    from zarr.codecs import BytesCodec
     from zarr.core.dtype import UInt8
     from zarr.core.metadata.v3 import ArrayV3Metadata
 
-    metadata = ArrayV3Metadata(
-        shape=(1,),
+    return ArrayV3Metadata(
+        shape=(3,),
         data_type=UInt8(),
-        chunk_grid={"name": "regular", "configuration": {"chunk_shape": (1,)}},
+        chunk_grid=chunk_grid,
         chunk_key_encoding={"name": "default"},
         fill_value=0,
-        codecs=[{"name": "bytes"}],
+        codecs=(BytesCodec(),),
         attributes={},
         dimension_names=None,
     )
+
+
+def _array_state_is_metadata_and_manifest() -> bool:
+    """Is a ManifestArray's whole state its metadata and manifest? (VirtualiZarr 2.x)"""
+    from virtualizarr.manifests import ManifestArray
+    from zarr.core.metadata.v3 import RegularChunkGridMetadata
+
+    metadata = _probe_metadata(RegularChunkGridMetadata(chunk_shape=(3,)))
     probe = ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest({}, shape=(1,)))
     return set(vars(probe)) == {"_metadata", "_manifest"}
 
@@ -290,27 +292,22 @@ def set_array_state(
 
 
 def manifest_array[A: ManifestArray](
-    cls: type[A], metadata: ArrayV3Metadata, manifest: ChunkManifest, **extra: Any
+    cls: type[A], metadata: ArrayV3Metadata, manifest: ChunkManifest, like: A | None = None
 ) -> A:
     """A ``cls`` (ManifestArray or a subclass) of ``metadata`` and ``manifest`` that
     already passed ``cls``'s checks together (a copy, a subset of its attributes),
-    without running them again; ``extra``: further instance attributes. Through the
-    constructor for a VirtualiZarr whose arrays hold more state."""
+    without running them again, with the further instance attributes of ``like`` (a
+    subclass's own). Through the constructor for a VirtualiZarr whose arrays hold more."""
+    extra = {} if like is None else vars(like)
     if has_feature("ManifestArray state", _array_state_is_metadata_and_manifest):
         array: A = object.__new__(cls)
-        array.__dict__.update(extra)
+        array.__dict__.update(extra)  # (its _metadata and _manifest replaced below)
         array._metadata = metadata
         array._manifest = manifest
         return array
     built = cls(metadata=metadata, chunkmanifest=manifest)
     built.__dict__.update({k: v for k, v in extra.items() if k not in vars(built)})
     return built
-
-
-def array_extra_state(array: ManifestArray) -> dict[str, Any]:
-    """The instance attributes of ``array`` beyond its metadata and manifest (a
-    subclass's own), for :func:`manifest_array`."""
-    return {k: v for k, v in vars(array).items() if k not in ("_metadata", "_manifest")}
 
 
 def _group_state_is_metadata_and_members() -> bool:
@@ -337,7 +334,8 @@ def manifest_group(
 
 
 def store_group(store: Any) -> ManifestGroup | None:
-    """The root group of a ``ManifestStore`` (its private ``_group``), or None."""
+    """The root group of a ``ManifestStore`` (its private ``_group``), or None (the fast
+    read path then leaves the read to zarr)."""
     return getattr(store, "_group", None)
 
 
@@ -349,19 +347,15 @@ def store_registry(store: Any) -> ObjectStoreRegistry | None:
 
 def group_of(store: Any) -> ManifestGroup:
     """The root group of a ``ManifestStore`` (VirtualiZarr has no public accessor)."""
-    group = store_group(store)
-    if group is None:
+    if (group := store_group(store)) is None:
         raise missing_feature("virtualizarr", "ManifestStore._group", "to read a store's groups")
     return group
 
 
 def registry_of(store: Any) -> ObjectStoreRegistry:
     """The object-store registry of a ``ManifestStore`` (no public accessor either)."""
-    registry = store_registry(store)
-    if registry is None:
-        raise missing_feature(
-            "virtualizarr", "ManifestStore._registry", "to resolve a store's chunk URLs"
-        )
+    if (registry := store_registry(store)) is None:
+        raise missing_feature("virtualizarr", "ManifestStore._registry", "to resolve its URLs")
     return registry
 
 
@@ -529,20 +523,9 @@ def warn_if_untested() -> None:
 def supports_rectilinear() -> bool:
     """Whether VirtualiZarr's own ``ManifestArray`` accepts a rectilinear chunk grid."""
     from virtualizarr.manifests import ManifestArray
-    from zarr.codecs import BytesCodec
-    from zarr.core.dtype import UInt8
-    from zarr.core.metadata.v3 import ArrayV3Metadata, RectilinearChunkGridMetadata
+    from zarr.core.metadata.v3 import RectilinearChunkGridMetadata
 
-    metadata = ArrayV3Metadata(
-        shape=(3,),
-        data_type=UInt8(),
-        chunk_grid=RectilinearChunkGridMetadata(chunk_shapes=((1, 2),)),
-        chunk_key_encoding={"name": "default"},
-        fill_value=0,
-        codecs=(BytesCodec(),),
-        attributes={},
-        dimension_names=None,
-    )
+    metadata = _probe_metadata(RectilinearChunkGridMetadata(chunk_shapes=((1, 2),)))
     try:
         ManifestArray(metadata=metadata, chunkmanifest=ChunkManifest(entries={}, shape=(2,)))
     except (NotImplementedError, TypeError, ValueError):
@@ -553,22 +536,39 @@ def supports_rectilinear() -> bool:
 __all__ = [
     "NEWEST_TESTED",
     "ManifestEntries",
-    "MissingUpstreamFeatureError",
     "SubChunkIndexingError",
     "broadcast_manifest",
+    "chunk_manifest",
+    "clear_feature_checks",
     "concat_manifests",
+    "decode_sync",
+    "defines_sync_decode",
+    "encode_sync",
+    "get_many",
+    "group_of",
     "handled_functions",
+    "has_feature",
     "icechunk_writer",
-    "kerchunk_writer",
     "index_regular",
+    "kerchunk_writer",
+    "manifest_array",
     "manifest_entries",
+    "manifest_group",
     "manifest_paths",
+    "missing_feature",
     "normalize_indexer",
+    "numcodecs_codec",
+    "rectilinear_grid_metadata",
+    "registry_of",
+    "replaced",
+    "set_array_state",
     "stack_manifests",
     "store_group",
     "store_registry",
     "store_walk_known",
     "subset_manifest",
     "supports_rectilinear",
+    "variable_sharing",
     "warn_if_untested",
+    "wrapped_store",
 ]

@@ -332,9 +332,7 @@ def _sharing_metadata(
     metadata = _shared(reference.metadata, array.metadata, known)
     if metadata is array.metadata:
         return array
-    return upstream.manifest_array(
-        type(array), metadata, array.manifest, **upstream.array_extra_state(array)
-    )
+    return upstream.manifest_array(type(array), metadata, array.manifest, like=array)
 
 
 def _shared_array(

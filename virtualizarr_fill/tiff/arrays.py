@@ -71,9 +71,7 @@ def copied_array(array: ManifestArray) -> ManifestArray:
     metadata = copy_with_attributes(array.metadata, json_copy(array.metadata.attributes))
     # ``array`` passed ManifestArray's checks with the same manifest, grid and class;
     # only the attributes differ, which the checks never read.
-    return upstream.manifest_array(
-        type(array), metadata, array.manifest, **upstream.array_extra_state(array)
-    )
+    return upstream.manifest_array(type(array), metadata, array.manifest, like=array)
 
 
 def segment_manifest(
