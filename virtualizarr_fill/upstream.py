@@ -362,28 +362,41 @@ def registry_of(store: Any) -> ObjectStoreRegistry:
 # -- zarr's metadata, codecs and stores ----------------------------------------------------
 
 
-def _state_is_fields(cls: type) -> Callable[[object], bool]:
-    fields = {field.name for field in dataclasses.fields(cls)}
-    return lambda template: set(vars(template)) <= fields
+_fields: dict[type, tuple[frozenset[str], tuple[str, ...]]] = {}
 
 
 def replaced[D](template: D, **changes: Any) -> D:
     """``dataclasses.replace(template, **changes)`` for zarr's frozen metadata
     dataclasses (``ArrayV3Metadata``, ``GroupMetadata``) when ``changes`` need no
     validation (attributes, names, or fields of another validated instance): a copy of
-    the validated fields, in a third of the time, while an instance's state is its
-    fields; mutable dictionaries not in ``changes`` are copied too."""
+    the validated fields (not of values a property may have cached), in a third of the
+    time, while an instance holds nothing but its fields; their dictionaries not in
+    ``changes`` are copied too."""
     cls = type(template)
-    if not has_feature(f"{cls.__qualname__} state", lambda: _state_is_fields(cls)(template)):
+    if not has_feature(f"{cls.__qualname__} state", lambda: _holds_only_fields(template)):
         return dataclasses.replace(template, **changes)  # type: ignore[type-var]
+    names, dicts = _fields[cls]
     copy: D = object.__new__(cls)
     state = copy.__dict__
     state.update(template.__dict__)
-    for name, value in state.items():
-        if type(value) is dict and name not in changes:
-            state[name] = dict(value)
+    if len(state) > len(names):
+        for name in [name for name in state if name not in names]:
+            del state[name]
+    for name in dicts:
+        if name not in changes and type(state.get(name)) is dict:
+            state[name] = dict(state[name])
     state.update(changes)
     return copy
+
+
+def _holds_only_fields(template: Any) -> bool:
+    """Whether ``template`` holds nothing but its dataclass fields; notes the field names
+    and those holding a dictionary for :func:`replaced`."""
+    cls = type(template)
+    names = frozenset(field.name for field in dataclasses.fields(cls))
+    state = vars(template)
+    _fields[cls] = (names, tuple(name for name in names if type(state.get(name)) is dict))
+    return set(state) <= names
 
 
 def rectilinear_grid_metadata(shapes: tuple[int | tuple[int, ...], ...]) -> Any:
