@@ -479,14 +479,25 @@ def get_many(store: Any, requests: Any) -> Any:
 # -- xarray --------------------------------------------------------------------------------
 
 
+def _variable_holds_given_dicts() -> bool:
+    """Does an xarray Variable whose ``_attrs`` and ``_encoding`` are set hand those very
+    dictionaries out as its ``attrs`` and ``encoding``?"""
+    import xarray as xr
+
+    variable, attrs, encoding = xr.Variable(("x",), [0]), {"a": 1}, {"e": 1}
+    variable._attrs = attrs
+    variable._encoding = encoding
+    return variable.attrs is attrs and variable.encoding is encoding
+
+
 def variable_sharing(dims: Any, data: Any, attrs: dict[str, Any], encoding: dict[str, Any]) -> Any:
     """``xr.Variable(dims, data, attrs, encoding)`` holding ``attrs`` and ``encoding``
     themselves rather than copies (the caller only reads them)."""
     import xarray as xr
 
-    variable = xr.Variable(dims, data)
-    if not has_feature("Variable state", lambda: {"_attrs", "_encoding"} <= set(vars(variable))):
+    if not has_feature("Variable attrs", _variable_holds_given_dicts):
         return xr.Variable(dims, data, attrs=attrs, encoding=encoding)
+    variable = xr.Variable(dims, data)
     variable._attrs = attrs or None
     variable._encoding = encoding or None
     return variable

@@ -183,6 +183,34 @@ def _manifest() -> ChunkManifest:
     )
 
 
+def test_with_the_tested_releases_every_feature_is_found(fresh_checks: None) -> None:
+    """Each probe recognises the installed releases (a probe that errs would silently
+    send every call to the slower public route)."""
+    from zarr.core.group import GroupMetadata
+
+    from virtualizarr_fill.chunk_grids import _rectilinear_metadata
+    from virtualizarr_fill.tiff.arrays import manifest_group
+
+    metadata = _inlined_template(np.dtype("uint8"), 1)
+    manifest = ChunkManifest({}, shape=(1,))
+    upstream.manifest_entries(_manifest())
+    upstream.manifest_array(ManifestArray, metadata, manifest)
+    manifest_group(arrays={}, attributes={"a": 1})
+    upstream.replaced(metadata, attributes={})
+    upstream.replaced(GroupMetadata(attributes={}), attributes={})
+    _rectilinear_metadata(((1, 2),))
+    upstream.variable_sharing(("x",), np.zeros(1), {"a": 1}, {})
+    assert upstream._checked == {
+        "ChunkManifest state": True,
+        "ManifestArray state": True,
+        "ManifestGroup state": True,
+        "ArrayV3Metadata state": True,
+        "GroupMetadata state": True,
+        "RectilinearChunkGridMetadata state": True,
+        "Variable attrs": True,
+    }
+
+
 def test_a_missing_private_function_names_package_version_and_function(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
