@@ -6,10 +6,15 @@
 #   scripts/dev.sh test-oldest
 #                         run it with the oldest supported zarr, VirtualiZarr, xarray and
 #                         Icechunk (.ci/oldest-constraints.txt), in .venv-oldest
+#   scripts/dev.sh test-pre
+#                         run it with the newest pre-releases of zarr, VirtualiZarr, xarray
+#                         and Icechunk (pip --pre), in .venv-pre, and print one report line
+#                         (the failing tests under it; the whole output in .venv-pre/pre-release.log)
 #   scripts/dev.sh lint   ruff + mypy
 #   scripts/dev.sh docs   build the documentation site (mkdocs build --strict, into site/);
 #                         any warning (a broken link, an undocumented public name) fails
-#   scripts/dev.sh ci     lint + docs + test + test-oldest (what CI runs)
+#   scripts/dev.sh ci     lint + docs + test + test-oldest, then test-pre, whose failures
+#                         are reported without failing (what CI runs)
 # Each finds a Python >= 3.12, creates .venv and installs the project into it when
 # needed (again whenever pyproject.toml or the constraints change).
 set -euo pipefail
@@ -84,6 +89,34 @@ run_tests() {
     return "$status"
 }
 
+run_pre_releases() {
+    # The packages whose internals virtualizarr_fill/upstream.py adapts, at their newest
+    # pre-releases: an upstream change shows here before it is released. The suite's
+    # output goes to a log; one report line (and the failing tests) to stdout. Returns the
+    # suite's status.
+    local log="$VENV/pre-release.log" status=0 versions summary
+    ensure_venv
+    if ! "$VENV/bin/python" -m pip install --quiet --pre -U zarr virtualizarr xarray icechunk \
+        >"$log" 2>&1; then
+        echo "pre-release job: the pre-releases could not be installed (see $log)"
+        return 1
+    fi
+    versions="$("$VENV/bin/python" -m pip list 2>/dev/null \
+        | awk 'tolower($1) ~ /^(zarr|virtualizarr|xarray|icechunk)$/ {print $1 " " $2}' \
+        | paste -sd, - | sed 's/,/, /g' || true)"
+    run_tests "$@" >>"$log" 2>&1 || status=$?
+    summary="$(grep -E '(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 \
+        | sed -E 's/^=+ //; s/ =+$//' || true)"
+    if [ "$status" -eq 0 ]; then
+        echo "pre-release job: ${summary:-passed} with $versions"
+    else
+        echo "pre-release job: ${summary:-the suite stopped with status $status} with $versions" \
+            "(log: $log)"
+        grep -E '^(FAILED|ERROR) ' "$log" | head -40 | sed 's/^/    /' || true
+    fi
+    return "$status"
+}
+
 run_lint() {
     cd "$ROOT"
     local paths=() path
@@ -110,9 +143,14 @@ case "$command" in
         ensure_venv; "$VENV/bin/python" -m pip list 2>/dev/null \
             | grep -iE '^(zarr|virtualizarr|xarray|icechunk) ' >&2 || true
         run_tests "$@" ;;
+    test-pre)
+        VENV="${VIRTUALIZARR_FILL_PRE_VENV:-$ROOT/.venv-pre}"
+        run_pre_releases "$@" ;;
     lint) ensure_venv; run_lint ;;
     docs) ensure_venv; run_docs "$@" ;;
-    ci) ensure_venv; run_lint; run_docs; run_tests "$@"; "$0" test-oldest "$@" ;;
+    ci)
+        ensure_venv; run_lint; run_docs; run_tests "$@"; "$0" test-oldest "$@"
+        "$0" test-pre "$@" || echo "pre-release job: not failing the build" ;;
     venv) ensure_venv; echo "$VENV" ;;
-    *) echo "usage: scripts/dev.sh {demo|test|test-oldest|lint|docs|ci} [args...]" >&2; exit 2 ;;
+    *) echo "usage: scripts/dev.sh {demo|test|test-oldest|test-pre|lint|docs|ci} [args...]" >&2; exit 2 ;;
 esac

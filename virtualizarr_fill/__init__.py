@@ -24,7 +24,6 @@ from virtualizarr_fill.errors import (
     FillValueWarning,
     IFDChainWarning,
     IncompatibleArraysError,
-    MissingUpstreamFeatureError,
     MultiscaleGroupError,
     MultiscaleLevelsWarning,
     NonFiniteAttributeWarning,
@@ -42,6 +41,7 @@ from virtualizarr_fill.errors import (
     UnregisteredURLError,
     UnsupportedFeatureError,
     UntestedVersionWarning,
+    UpstreamFeatureError,
     VirtualizarrFillDeprecationWarning,
     VirtualizarrFillError,
     VirtualizarrFillWarning,
@@ -100,7 +100,20 @@ _LAZY = {
 }
 
 
+#: Names of earlier releases, still answered for one release with a deprecation warning.
+_RENAMED = {"MissingUpstreamFeatureError": "UpstreamFeatureError"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(
+            f"virtualizarr_fill.{name} is deprecated; use virtualizarr_fill.{_RENAMED[name]}",
+            VirtualizarrFillDeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[_RENAMED[name]]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -129,7 +142,7 @@ __all__ = [
     "HDF5Parser",
     "IFDChainWarning",
     "IncompatibleArraysError",
-    "MissingUpstreamFeatureError",
+    "UpstreamFeatureError",
     "MultiscaleGroupError",
     "MultiscaleLevelsWarning",
     "NonFiniteAttributeWarning",

@@ -145,11 +145,9 @@ class ZarrFormat2Error(UnsupportedFeatureError):
         self.problem = problem
 
 
-class MissingUpstreamFeatureError(ImportError):
-    """The installed VirtualiZarr lacks an internal virtualizarr-fill needs.
-
-    An ``ImportError`` only: it says nothing about the input, so it is not a
-    :class:`VirtualizarrFillError`."""
+class UpstreamFeatureError(VirtualizarrFillError, ImportError):
+    """The installed zarr, VirtualiZarr, xarray, Icechunk or h5py lacks an internal
+    virtualizarr-fill relies on (named with the package's version in the message)."""
 
 
 # ----------------------------------------------------------------------------- warnings
@@ -228,7 +226,6 @@ __all__ = [
     "FillValueWarning",
     "IFDChainWarning",
     "IncompatibleArraysError",
-    "MissingUpstreamFeatureError",
     "MultiscaleGroupError",
     "MultiscaleLevelsWarning",
     "NonFiniteAttributeWarning",
@@ -246,6 +243,7 @@ __all__ = [
     "UnregisteredURLError",
     "UnsupportedFeatureError",
     "UntestedVersionWarning",
+    "UpstreamFeatureError",
     "VirtualizarrFillDeprecationWarning",
     "VirtualizarrFillError",
     "VirtualizarrFillWarning",

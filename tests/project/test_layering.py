@@ -38,7 +38,11 @@ LAYERS: list[list[str]] = [
 
 #: Modules allowed past MAX_LINES, with the reason.
 MAX_LINES = 500
-LONG_MODULES: dict[str, str] = {}
+LONG_MODULES: dict[str, str] = {
+    # Every internal of zarr, VirtualiZarr, xarray and Icechunk passes through this one
+    # module (test_upstream_door.py); splitting it would open a second door.
+    "virtualizarr_fill.upstream": "the one door to upstream internals",
+}
 
 LAYER = {package: depth for depth, packages in enumerate(LAYERS) for package in packages}
 
@@ -187,6 +191,7 @@ def test_no_module_is_too_long() -> None:
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert {m: n for m, n in long.items() if m not in LONG_MODULES} == {}
+    assert {m: n for m, n in long.items() if n > MAX_LINES * 6 // 5} == {}  # and not much past
 
 
 def test_the_rules_catch_a_violation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -137,7 +137,6 @@ def test_the_api_reference_lists_every_error_and_warning() -> None:
         ("virtualizarr_fill.writers.icechunk_reads", "SourceFileChangedError"),
         ("virtualizarr_fill.writers.repository", "RepositoryNotFoundError"),
         ("virtualizarr_fill.writers.repository", "MultiscaleGroupError"),
-        ("virtualizarr_fill.manifests.upstream", "MissingUpstreamFeatureError"),
     ],
 )
 def test_old_import_locations_still_work(module: str, name: str) -> None:
@@ -494,3 +493,10 @@ def test_build_records_of_earlier_releases_read_with_the_new_names() -> None:
     assert TIFFParser(**record.tiff_options) == TIFFParser(
         layout="multiscales", on_fill_out_of_range="warn"
     )
+
+
+def test_the_old_name_of_the_upstream_feature_error_warns_and_answers_the_new_class() -> None:
+    with pytest.warns(VirtualizarrFillDeprecationWarning, match="use virtualizarr_fill.Upstream"):
+        old = virtualizarr_fill.MissingUpstreamFeatureError
+    assert old is virtualizarr_fill.UpstreamFeatureError
+    assert issubclass(old, ImportError)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import tifffile
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.assemble.overlaps import read_window
 from virtualizarr_fill.assemble.placement import Placed
 from virtualizarr_fill.errors import IncompatibleArraysError
@@ -82,13 +83,13 @@ def _mask_of(tile: Placed, registry: Any) -> tuple[str, np.ndarray] | None:
     url = normalize_url(tile.part.url)
     kind = _mask_kind(url, registry)
     if kind == "mask":
-        groups = TIFFParser(layout="tree")(url, registry)._group.groups
+        groups = upstream.group_of(TIFFParser(layout="tree")(url, registry)).groups
         array = groups["mask"].arrays[DATA_VARIABLE]
         values = read_window(array, registry, tuple(slice(None) for _ in array.shape))
         return "an internal mask", values.reshape(values.shape[-2:]) == 0
     if kind is None and _exists(f"{url}.msk", registry):
         # GDAL's external mask: a TIFF whose first image is the tile's mask
-        mask = TIFFParser()(f"{url}.msk", registry)._group.arrays[DATA_VARIABLE]
+        mask = upstream.group_of(TIFFParser()(f"{url}.msk", registry)).arrays[DATA_VARIABLE]
         values = read_window(mask, registry, (slice(0, 1), slice(None), slice(None)))
         return f"an external mask ({url.rsplit('/', 1)[-1]}.msk)", values[0] == 0
     if kind == "alpha":

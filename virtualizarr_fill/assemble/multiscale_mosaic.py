@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.assemble.collecting import Collector
 from virtualizarr_fill.assemble.mosaic import combine_tiles, tile_grid
 from virtualizarr_fill.assemble.parts import FilePart, file_part
@@ -41,8 +42,10 @@ def level_parts(store: FileManifestStore, names: Sequence[str]) -> dict[str, Fil
 
     parts = {}
     for name in names:
-        group = store._group.groups[name]
-        parts[name] = file_part(FileManifestStore(group, registry=store._registry, url=store.url))
+        group = upstream.group_of(store).groups[name]
+        parts[name] = file_part(
+            FileManifestStore(group, registry=upstream.registry_of(store), url=store.url)
+        )
     return parts
 
 

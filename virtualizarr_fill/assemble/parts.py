@@ -26,6 +26,7 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray, ManifestGroup
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.manifests.array import FillManifestArray
 from virtualizarr_fill.manifests.dataset import loaded_variables
 from virtualizarr_fill.manifests.store import FileManifestStore
@@ -157,7 +158,7 @@ def dataset_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 def file_part(store: FileManifestStore, *, decode_times: bool | None = None) -> FilePart:
     """The :class:`FilePart` of a parsed file (its root group)."""
-    group: ManifestGroup = store._group
+    group: ManifestGroup = upstream.group_of(store)
     attributes = group.metadata.attributes
     listed = attributes.get("coordinates", "")
     coord_names = set(listed.split() if isinstance(listed, str) else listed)
@@ -331,10 +332,7 @@ def _sharing_metadata(
     metadata = _shared(reference.metadata, array.metadata, known)
     if metadata is array.metadata:
         return array
-    shared: ManifestArray = object.__new__(type(array))
-    shared.__dict__.update(array.__dict__)
-    shared._metadata = metadata
-    return shared
+    return upstream.manifest_array(type(array), metadata, array.manifest, like=array)
 
 
 def _shared_array(
@@ -447,9 +445,7 @@ def _shared_coordinate(
         # The combination only reads a part's coordinates (their values, attributes
         # and encoding), so the dictionaries may be shared; xarray's constructor would
         # copy them.
-        shared = xr.Variable(coordinate.dims, coordinate.data)
-        shared._attrs = attrs or None
-        shared._encoding = encoding or None
+        shared = upstream.variable_sharing(coordinate.dims, coordinate.data, attrs, encoding)
     if known is not None:
         known[id(coordinate)] = shared
     return shared

@@ -35,8 +35,8 @@ from zarr.core.chunk_grids import DimensionGrid
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.sync import sync
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import IncompatibleArraysError
-from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.manifests.array import FillManifestArray
 from virtualizarr_fill.zarr_model.chunk_grids import (
     chunk_grid,

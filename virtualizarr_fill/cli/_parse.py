@@ -244,7 +244,7 @@ def parse_file(url: str, parser: Any = None) -> ParsedFile:
 
 def _groups_left_out(store: Any) -> list[str]:
     """The subgroups of a parsed file's group, which a build does not combine."""
-    from virtualizarr_fill.manifests.upstream import store_group
+    from virtualizarr_fill.upstream import store_group
 
     group = store_group(store)
     return sorted(f"/{name}" for name in getattr(group, "groups", {}) or {})

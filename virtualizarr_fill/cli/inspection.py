@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.cli._errors import EXIT_OK, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
 from virtualizarr_fill.cli._parse import describe_failure, make_parser, recording, warning_texts
@@ -283,8 +284,8 @@ def _virtual_tree(store: Any, url: str) -> Any:
         path = found.group(1)
         raise IncompatibleArraysError(
             f"{display(url)}: group {path!r} is not aligned with its parents "
-            f"({_misalignment(store._group, path)}), so xarray.open_datatree refuses this "
-            f"file too; inspect the group alone with --hdf5-option group={path}"
+            f"({_misalignment(upstream.group_of(store), path)}), so xarray.open_datatree "
+            f"refuses this file too; inspect the group alone with --hdf5-option group={path}"
         ) from None
 
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.cli._errors import EXIT_MISMATCH, EXIT_OK, FileError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
 from virtualizarr_fill.cli._native import TIFF_NATIVE, open_native
@@ -136,9 +137,9 @@ def _level_parts(store: Any, levels: Sequence[str | None]) -> dict[str | None, F
         return {None: file_part(store)}
     parts: dict[str | None, FilePart] = {}
     for name in levels:
-        group = store._group.groups.get(name)
+        group = upstream.group_of(store).groups.get(name) if name is not None else None
         if group is not None:
-            level = FileManifestStore(group, registry=store._registry, url=store.url)
+            level = FileManifestStore(group, registry=upstream.registry_of(store), url=store.url)
             parts[name] = file_part(level)
     return parts
 

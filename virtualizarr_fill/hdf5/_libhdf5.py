@@ -400,3 +400,27 @@ def object_address(oid: Any) -> int:
         return int(h5py.h5o.get_info(oid).addr)
     low, high = get_objinfo(oid, b".").objno
     return int(low) | (int(high) << (8 * ctypes.sizeof(ctypes.c_long)))
+
+
+# -- h5py internals: every use of a private h5py name goes through here ---------------------
+
+
+def cached_creation_plist(dataset: h5py.Dataset) -> Any:
+    """h5py's cached copy of ``dataset``'s creation property list (its private
+    ``_dcpl``), rather than another copy from libhdf5; a fresh one where h5py keeps none."""
+    plist = getattr(dataset, "_dcpl", None)
+    return dataset.id.get_create_plist() if plist is None else plist
+
+
+def decoded_name(obj: h5py.HLObject, name: bytes | None) -> Any:
+    """``name`` (bytes from libhdf5) decoded as h5py decodes names for ``obj`` (its
+    private ``_d``: UTF-8, else the bytes as they are; None stays None)."""
+    decode = getattr(obj, "_d", None)
+    if decode is not None:
+        return decode(name)
+    if name is None:
+        return None
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:
+        return name

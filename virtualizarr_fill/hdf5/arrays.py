@@ -31,7 +31,9 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.fill.hdf5 import consolidate_hdf5_fill
+from virtualizarr_fill.hdf5 import _libhdf5
 from virtualizarr_fill.hdf5.array_context import (
     ArrayContext,
     DatasetRefused,
@@ -90,9 +92,7 @@ def build_array(
         raise DatasetRefused("datatype", f"unsupported datatype: {exc}") from None
     # h5py's cached copy of the creation property list (listing the attributes made
     # it), rather than another copy; and the dtype once (h5py derives it on every call).
-    dcpl = getattr(dataset, "_dcpl", None)
-    if dcpl is None:
-        dcpl = dataset.id.get_create_plist()
+    dcpl = _libhdf5.cached_creation_plist(dataset)
     dtype = dataset.dtype
     nbytes = math.prod(int(s) for s in dataset.shape) * dtype.itemsize
     if nbytes >= 2**63:
@@ -270,7 +270,7 @@ def _build_virtual(ds: StoredDataset, attributes: dict[str, Any]) -> ManifestArr
     def finish(
         chunks: tuple[int, ...], codecs: list[dict[str, Any]], manifest: ChunkManifest
     ) -> ManifestArray:
-        stored = int(np.count_nonzero(manifest._lengths))
+        stored = int(np.count_nonzero(upstream.manifest_entries(manifest).lengths))
         grid = grid_shape(ds.shape, chunks)
         metadata = _metadata_factory(ds, attributes, chunks, codecs)(stored < math.prod(grid))
         return FillManifestArray(metadata=metadata, chunkmanifest=manifest)

@@ -21,7 +21,6 @@ from typing import Any
 
 import h5py
 import numpy as np
-from h5py._objects import phil
 
 from virtualizarr_fill.errors import AttributeWarning as AttributeWarning
 from virtualizarr_fill.hdf5 import _libhdf5
@@ -184,20 +183,20 @@ def attribute_names(obj: h5py.HLObject, creation_plist: Any = None) -> list[str]
     manager, which costs more than the listing itself.
     """
     names: list[bytes] = []
-    with phil:
+    with _libhdf5.phil:
         # h5py lists a file's attributes through its root group, as here.
         oid = h5py.h5o.open(obj.id, b"/") if isinstance(obj, h5py.File) else obj.id
         # A dataset's creation property list is a copy h5py caches (its fill value
         # and chunk queries read it too): use that one rather than copy it again.
         plist = creation_plist
         if plist is None and isinstance(obj, h5py.Dataset):
-            plist = getattr(obj, "_dcpl", None)
+            plist = _libhdf5.cached_creation_plist(obj)
         if plist is None:
             plist = oid.get_create_plist()
         tracked = plist.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
         index = h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME
         h5py.h5a.iterate(oid, lambda name, *_: names.append(name), index_type=index)
-    return [obj._d(name) for name in names]
+    return [_libhdf5.decoded_name(obj, name) for name in names]
 
 
 def read_attribute(obj: h5py.HLObject, name: str, vlen: VlenReader | None = None) -> Any:
@@ -275,7 +274,11 @@ def _resolver(obj: h5py.HLObject, path_of: PathOf | None = None) -> Callable[[An
                 raise TypeError("Unknown object type")
         except Exception as exc:  # h5py raises several types here
             raise _Skip(f"object reference does not resolve ({exc})") from None
-        name = obj._d(h5py.h5i.get_name(target)) if path_of is None else path_of(target)
+        name = (
+            _libhdf5.decoded_name(obj, h5py.h5i.get_name(target))
+            if path_of is None
+            else path_of(target)
+        )
         if name is None:
             raise _Skip("object reference to an anonymous object")
         return str(name)

@@ -15,6 +15,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.codecs.inflate import inflate, inflates_to_chunk
 from virtualizarr_fill.hdf5.array_context import (
     DatasetRefused,
@@ -53,7 +54,7 @@ def decoded_size(
         if not isinstance(codec, BytesBytesCodec):
             break
         if isinstance(codec, SupportsSyncCodec):
-            buffer = codec._decode_sync(buffer, spec)
+            buffer = upstream.decode_sync(codec, buffer, spec)
         else:
             decoded = next(iter(sync(codec.decode([(buffer, spec)]))))
             if decoded is None:

@@ -24,6 +24,7 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.hdf5 import _libhdf5
 from virtualizarr_fill.hdf5.array_context import (
     DatasetRefused,
@@ -62,7 +63,7 @@ def _encode_sync(codecs: Sequence[Any], spec: ArraySpec, values: np.ndarray) -> 
     encoded nothing."""
     chunk: Any = default_buffer_prototype().nd_buffer.from_numpy_array(values)
     for codec in codecs:
-        chunk = codec._encode_sync(chunk, spec)
+        chunk = upstream.encode_sync(codec, chunk, spec)
         if chunk is None:
             return None
         spec = codec.resolve_metadata(spec)

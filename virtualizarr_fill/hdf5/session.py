@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import h5py
-from h5py._objects import phil
 from obspec_utils.registry import ObjectStoreRegistry
 
 from virtualizarr_fill.errors import CorruptFileError, NotHDF5Error
-from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address, vlen_base_size
+from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address, phil, vlen_base_size
 from virtualizarr_fill.hdf5.attrs import VlenReader
 from virtualizarr_fill.hdf5.file_checks import FileChecks
 from virtualizarr_fill.hdf5.format.vlen_descriptors import (

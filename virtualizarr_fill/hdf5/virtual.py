@@ -30,6 +30,7 @@ import h5py
 import numpy as np
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
 from virtualizarr_fill.io.urls import join_url
 
@@ -137,7 +138,7 @@ def build_virtual_array(
     manifest = _merge(mappings, sources, shape, chunks, where, context.max_chunks)
     virtual_fill = dataset.fillvalue
     for source in sources:
-        complete = not any(path == "" for path in np.asarray(source.manifest._paths).ravel())
+        complete = not any(path == "" for path in upstream.manifest_paths(source.manifest).ravel())
         if not complete and not _same_fill(source.metadata.fill_value, virtual_fill):
             raise DatasetRefused(
                 "layout",
@@ -210,10 +211,11 @@ def _merge(
         if covered[region].any():
             raise DatasetRefused("layout", f"{where}: overlapping mappings")
         covered[region] = True
-        paths[region] = manifest._paths
-        offsets[region] = manifest._offsets
-        lengths[region] = manifest._lengths
-        for index, data in manifest._inlined.items():
+        entries = upstream.manifest_entries(manifest)
+        paths[region] = entries.paths
+        offsets[region] = entries.offsets
+        lengths[region] = entries.lengths
+        for index, data in entries.inlined.items():
             inlined[tuple(o + i for o, i in zip(origin, index, strict=True))] = data
     return ChunkManifest.from_arrays(
         paths=paths,  # type: ignore[arg-type]  # a StringDType array

@@ -19,11 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 import h5py
-from h5py._objects import phil
 
 from virtualizarr_fill.errors import CorruptFileError
 from virtualizarr_fill.errors import SkippedLinkWarning as SkippedLinkWarning
-from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address
+from virtualizarr_fill.hdf5._libhdf5 import decoded_name, file_number, object_address, phil
 from virtualizarr_fill.hdf5.array_context import DatasetRefused
 from virtualizarr_fill.hdf5.nodes import DatasetNode, GroupNode, libhdf5_path
 from virtualizarr_fill.hdf5.session import FileSession, PathRefused
@@ -94,7 +93,7 @@ class Walker:
         # libhdf5 refuses to open an object only when its header contradicts itself
         self._refuse(self.url, where, DatasetRefused("corrupt", message))
 
-    def _members(self, group: h5py.Group, path: str) -> tuple[list[str], Any]:
+    def _members_of(self, group: h5py.Group, path: str) -> tuple[list[str], Any]:
         """The member names as ``list(group)`` gives them, and the group's creation
         property list (None where unreadable)."""
         try:
@@ -119,7 +118,7 @@ class Walker:
     ) -> GroupNode:
         node = GroupNode(path=path, group=group, parent=parent, address=address, url=url)
         ancestors = (*ancestors, (url, address))
-        members, node.creation_plist = self._members(group, path)
+        members, node.creation_plist = self._members_of(group, path)
         for key in members:
             child_path = f"{path.rstrip('/')}/{key}"
             resolved = self._resolve(group, key, path, child_path, url)
@@ -249,7 +248,7 @@ class ObjectNames:
     def __init__(self, root: GroupNode | None = None, *, by_address: bool = False) -> None:
         self.root = root
         self.by_address = by_address
-        self._paths: dict[tuple[int | None, int], str] | None = None
+        self._path_by_address: dict[tuple[int | None, int], str] | None = None
 
     def path(self, oid: Any) -> str | bytes | None:
         """The path of the object ``oid`` (an h5py identifier), as h5py's ``.name``
@@ -259,16 +258,18 @@ class ObjectNames:
         return self._by_address().get((file_number(oid), object_address(oid)))
 
     def _by_address(self) -> dict[tuple[int | None, int], str]:
-        if self._paths is None:
-            self._paths = {}
+        if self._path_by_address is None:
+            self._path_by_address = {}
             for node in self.root.walk() if self.root is not None else ():
                 if node.address is not None:
-                    self._paths.setdefault((file_number(node.group.id), node.address), node.path)
+                    self._path_by_address.setdefault(
+                        (file_number(node.group.id), node.address), node.path
+                    )
                 for member in node.datasets:
                     if member.address is not None:
                         key = (file_number(member.dataset.id), member.address)
-                        self._paths.setdefault(key, member.path)
-        return self._paths
+                        self._path_by_address.setdefault(key, member.path)
+        return self._path_by_address
 
 
 def member_names(group: h5py.Group) -> tuple[list[str], Any]:
@@ -285,7 +286,7 @@ def member_names(group: h5py.Group) -> tuple[list[str], Any]:
         tracked = plist.get_link_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
         index = h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME
         group.id.links.iterate(names.append, idx_type=index)
-    return [group._d(name) for name in names], plist
+    return [decoded_name(group, name) for name in names], plist
 
 
 def _open_hard_link(group: h5py.Group, key: str) -> Any:

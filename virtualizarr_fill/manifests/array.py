@@ -38,9 +38,10 @@ from virtualizarr.manifests.manifest import ChunkManifest
 from zarr.core.chunk_grids import FixedDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES, combining_variable
 from virtualizarr_fill.fill.encoding import DECODING_ATTRIBUTES
-from virtualizarr_fill.manifests import operations, upstream
+from virtualizarr_fill.manifests import operations
 from virtualizarr_fill.zarr_model.chunk_grids import (
     chunk_grid,
     codec_edges,
@@ -105,18 +106,14 @@ class FillManifestArray(ManifestArray):
         operations.check_manifest_matches_grid(parsed, manifest)
         if is_rectilinear(parsed):
             enable_rectilinear_chunks()
-        self._metadata = parsed
-        self._manifest = manifest
+        upstream.set_array_state(self, parsed, manifest)
 
     @classmethod
     def wrap(cls, array: ManifestArray) -> FillManifestArray:
         """``array`` as a FillManifestArray sharing its metadata and manifest."""
         if isinstance(array, cls):
             return array
-        wrapped: FillManifestArray = object.__new__(cls)
-        wrapped._metadata = array.metadata
-        wrapped._manifest = array.manifest
-        return wrapped
+        return upstream.manifest_array(cls, array.metadata, array.manifest)
 
     def named(self, name: str) -> FillManifestArray:
         """This array, as the data of variable ``name`` (set in place: call it on an
@@ -127,7 +124,7 @@ class FillManifestArray(ManifestArray):
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled in another process (a dask worker): that process reads it too.
         self.__dict__.update(state)
-        if is_rectilinear(self._metadata):
+        if is_rectilinear(self.metadata):
             enable_rectilinear_chunks()
 
     def __repr__(self) -> str:
@@ -203,10 +200,7 @@ class FillManifestArray(ManifestArray):
         kept = {k: attrs[k] for k in _KEPT_ATTRIBUTES if k in attrs}
         stripped = copy_without_dimension_names(self.metadata, kept)
         # The manifest already matches the metadata's grid (checked when this was built).
-        variable_data: FillManifestArray = object.__new__(FillManifestArray)
-        variable_data._metadata = stripped
-        variable_data._manifest = self.manifest
-        return variable_data
+        return upstream.manifest_array(FillManifestArray, stripped, self.manifest)
 
 
 def _built(metadata: ArrayV3Metadata, manifest: ChunkManifest) -> FillManifestArray:

@@ -37,6 +37,7 @@ from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, data_edges, is_sharded
 
 
@@ -112,7 +113,7 @@ def _plain_values(array: ManifestArray, stored: np.dtype, data: Any) -> np.ndarr
 def _inlined_values(array: ManifestArray) -> np.ndarray | None:
     """The values of a one-chunk array of plain numbers whose bytes are inlined in its
     manifest (the TIFF parser's coordinates), else None."""
-    inlined = getattr(array.manifest, "_inlined", None)
+    inlined = upstream.manifest_entries(array.manifest).inlined
     if not inlined or len(inlined) != 1:
         return None
     stored = _plain_dtype(array)
@@ -136,7 +137,7 @@ def _referenced_values(store: ManifestStore, array: ManifestArray) -> np.ndarray
     url, start = entry["path"], int(entry["offset"])
     end = start + int(entry["length"])
     try:
-        found, path = resolve(store._registry, url)
+        found, path = resolve(upstream.registry_of(store), url)
         data = get_ranges(found, path, [start], [end])[0]
     except BaseException as error:
         failure = store_read_error(error, url, start, end - start)
@@ -231,7 +232,7 @@ def loaded_variables(
 
     values: dict[str, Any] = {
         name: _inlined_values(array)
-        if getattr(array.manifest, "_inlined", None)
+        if upstream.manifest_entries(array.manifest).inlined
         else _referenced_values(store, array)
         for name, array in arrays.items()
     }

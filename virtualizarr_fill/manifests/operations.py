@@ -4,7 +4,7 @@ on any chunk grid.
 Each operation returns the new array's metadata and chunk manifest;
 :class:`~virtualizarr_fill.manifests.FillManifestArray` wraps them. Chunk grids and codec
 chains come from :mod:`virtualizarr_fill.zarr_model`; manifests are merged and subset by
-VirtualiZarr's own manifest functions (:mod:`virtualizarr_fill.manifests.upstream`).
+VirtualiZarr's own manifest functions (:mod:`virtualizarr_fill.upstream`).
 
 VirtualiZarr's versions of these operations accept only regular grids and arrays whose
 lengths are chunk multiples, and know nothing of edge codecs (remove this module's
@@ -23,8 +23,8 @@ from virtualizarr.manifests.manifest import ChunkManifest
 from zarr.core.chunk_grids import DimensionGrid, FixedDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import UnsupportedFeatureError
-from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.zarr_model.axes import codecs_with_new_axis, codecs_without_axis
 from virtualizarr_fill.zarr_model.chunk_grids import (
     chunk_grid,

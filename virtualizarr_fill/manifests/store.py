@@ -36,6 +36,7 @@ from virtualizarr.manifests.utils import parse_manifest_index
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import OversizedChunkWarning
 from virtualizarr_fill.io.files import store_read_error
 from virtualizarr_fill.io.registries import resolve
@@ -142,7 +143,7 @@ class FileManifestStore(ManifestStore):
     ) -> Buffer | None:
         """See ``ManifestStore.get``."""
         if key.endswith("zarr.json"):
-            found = metadata_node(self._group, key)
+            found = metadata_node(upstream.group_of(self), key)
             return None if found is None else zarr_json(found.metadata)
         try:
             return await super().get(key, prototype, byte_range)
@@ -159,9 +160,9 @@ class FileManifestStore(ManifestStore):
         """Blocking twin of :meth:`get`."""
         prototype = prototype or default_buffer_prototype()
         if key.endswith("zarr.json"):
-            found = metadata_node(self._group, key)
+            found = metadata_node(upstream.group_of(self), key)
             return None if found is None else zarr_json(found.metadata)
-        node, suffix = deepest_node(self._group, key)
+        node, suffix = deepest_node(upstream.group_of(self), key)
         if suffix.endswith(_V2_METADATA_KEYS):
             return None
         if isinstance(node, ManifestGroup):
@@ -169,14 +170,14 @@ class FileManifestStore(ManifestStore):
         manifest = node.manifest
         separator: Literal[".", "/"] = getattr(node.metadata.chunk_key_encoding, "separator", ".")
         index = parse_manifest_index(key, separator, expand_pattern=True)
-        inlined = manifest._inlined.get(index)
+        inlined = upstream.manifest_entries(manifest).inlined.get(index)
         if inlined is not None:
             start, end = byte_span(byte_range, 0, len(inlined))
             return prototype.buffer.from_bytes(inlined[start:end])
         entry = manifest.get_entry(index)
         if entry is None:
             return None
-        store, path = resolve(self._registry, entry["path"])
+        store, path = resolve(upstream.registry_of(self), entry["path"])
         offset = int(entry["offset"])
         start, end = byte_span(byte_range, offset, offset + int(entry["length"]))
         try:
@@ -196,7 +197,7 @@ class FileManifestStore(ManifestStore):
 
         if isinstance(error, VirtualizarrFillError):
             return error
-        node, _ = deepest_node(self._group, key)
+        node, _ = deepest_node(upstream.group_of(self), key)
         entry = None
         with contextlib.suppress(Exception):
             separator: Literal[".", "/"] = getattr(
@@ -239,16 +240,16 @@ class FileManifestStore(ManifestStore):
 
         from virtualizarr_fill.manifests import dataset
 
-        if loadable_variables and self._registry.map is None:
+        if loadable_variables and upstream.registry_of(self).map is None:
             raise ValueError(
                 f"ManifestStore contains an empty store registry, but {loadable_variables} "
                 "were provided as loadable variables. Must provide an ObjectStore instance "
                 "in order to load variables."
             )
-        if not group and dataset.can_build(self._group):
+        if not group and dataset.can_build(upstream.group_of(self)):
             vds = dataset.virtual_dataset(
                 self,
-                self._group,
+                upstream.group_of(self),
                 loadable_variables=loadable_variables,
                 decode_times=decode_times,
             )

@@ -33,9 +33,9 @@ from virtualizarr.manifests.store import ManifestStore
 from zarr.abc.codec import ArrayBytesCodecPartialDecodeMixin, GetResult
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding, V2ChunkKeyEncoding
 from zarr.core.chunk_utils import fill_value_or_default
-from zarr.storage._common import StorePath
+from zarr.storage import StorePath
 
-from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill import upstream
 from virtualizarr_fill.manifests.store import deepest_node
 from virtualizarr_fill.reads import keyed_batches, planning
 from virtualizarr_fill.reads.chunk_failures import naming_failures, read_naming_failures
@@ -45,9 +45,9 @@ from virtualizarr_fill.reads.scheduling import read_planned
 if TYPE_CHECKING:
     from zarr.core.buffer import NDBuffer
 
-    from virtualizarr_fill.manifests.upstream import ManifestEntries
     from virtualizarr_fill.reads.decoders import ChunkInfo, CodecChain
     from virtualizarr_fill.reads.planning import ReadPlan
+    from virtualizarr_fill.upstream import ManifestEntries
 
 #: Whether VirtualiZarr's ManifestStore finds nodes as this module does (tested with
 #: VirtualiZarr 2.8); without that every read goes to zarr's own pipeline.

@@ -19,6 +19,7 @@ import numcodecs
 import numpy as np
 from zarr.core.array_spec import ArraySpec
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.codecs._common import expected_nbytes
 from virtualizarr_fill.codecs.hdf5_bitshuffle import HDF5BitshuffleCodec
 from virtualizarr_fill.codecs.hdf5_lzf import HDF5LZFCodec
@@ -89,7 +90,7 @@ def bytes_decoder(
                         data = inflated
                         continue
                 buffer = ab_spec.prototype.buffer.from_bytes(data)
-            buffer = bb_codecs[k]._decode_sync(buffer, ab_spec)
+            buffer = upstream.decode_sync(bb_codecs[k], buffer, ab_spec)
         return data if buffer is None else buffer.as_numpy_array()
 
     return decode
@@ -210,28 +211,16 @@ def _imagecodecs_function(codec: Any) -> Callable[[Any], Any] | None:
         return None
     name = type(codec).__name__
     function = {"Lzw": "lzw_decode", "Packbits": "packbits_decode"}.get(name)
-    if function is None or "_decode_sync" not in type(codec).__dict__:
+    if function is None or not upstream.defines_sync_decode(type(codec)):
         return None
     return cast("Callable[[Any], Any] | None", getattr(imagecodecs, function, None))
 
 
-try:  # zarr's wrappers of numcodecs codecs (private: a zarr without them decodes its way)
-    from zarr.codecs.numcodecs._codecs import _NumcodecsBytesBytesCodec
-except ImportError:
-    _NumcodecsBytesBytesCodec = None  # type: ignore[assignment,misc]
-
-
 def _numcodec(codec: Any) -> Any:
     """The numcodecs codec zarr's wrapper of a bytes->bytes numcodecs codec (checksums,
-    compressors) decodes with, or None for other codecs. Its decode takes the chunk's
-    bytes as a ``uint8`` array and returns bytes-like, as the wrapper's ``_decode_sync``
-    passes and takes them, so calling it directly skips a ``Buffer`` on either side
-    (most of the time of undoing a checksum of a small chunk)."""
-    if _NumcodecsBytesBytesCodec is None or not isinstance(codec, _NumcodecsBytesBytesCodec):
-        return None
-    if type(codec)._decode_sync is not _NumcodecsBytesBytesCodec._decode_sync:
-        return None  # a subclass that decodes its own way
-    return codec._codec
+    compressors) decodes with, or None for other codecs: calling it directly skips a
+    ``Buffer`` on either side (most of the time of undoing a checksum of a small chunk)."""
+    return upstream.numcodecs_codec(codec)
 
 
 __all__ = ["SMALL_CHECKSUM_BYTES", "SMALL_SHUFFLE_BYTES", "bytes_decoder", "direct_decode"]

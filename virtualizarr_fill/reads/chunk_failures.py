@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import ChunkDecodeError, UnregisteredURLError
-from virtualizarr_fill.manifests import upstream
 
 if TYPE_CHECKING:
     from zarr.abc.codec import GetResult
     from zarr.core.buffer import NDBuffer
 
-    from virtualizarr_fill.manifests.upstream import ManifestEntries
     from virtualizarr_fill.reads.decoders import ChunkInfo, Decode
     from virtualizarr_fill.reads.planning import ReadPlan
+    from virtualizarr_fill.upstream import ManifestEntries
 
 __all__ = ["naming_failures", "read_naming_failures"]
 

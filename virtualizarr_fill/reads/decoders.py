@@ -23,6 +23,7 @@ from zarr.codecs.transpose import TransposeCodec
 from zarr.core.array_spec import ArraySpec
 from zarr.core.codec_pipeline import BatchedCodecPipeline, resolve_aa_specs
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.codecs.inflate import inflates_into_chunk
 from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.reads.bytes_decoders import bytes_decoder
@@ -157,10 +158,12 @@ def chunk_decoder(pipeline: CodecChain) -> Callable[[Any, ArraySpec], Any]:
         if packed:  # not plain bytes, so only transposes come before it here
             array = ab_codec.decode_array(data, ab_spec.shape, native)
         else:
-            decoded = ab_codec._decode_sync(ab_spec.prototype.buffer.from_bytes(data), ab_spec)
+            decoded = upstream.decode_sync(
+                ab_codec, ab_spec.prototype.buffer.from_bytes(data), ab_spec
+            )
             if not transposes:
                 for codec, codec_spec in zip(reversed(aa_codecs), reversed(aa_specs), strict=True):
-                    decoded = codec._decode_sync(decoded, codec_spec)
+                    decoded = upstream.decode_sync(codec, decoded, codec_spec)
                 return decoded.as_ndarray_like()
             array = decoded.as_ndarray_like()
         for order in undo_orders:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.abc.codec import GetResult
-from zarr.storage._common import StorePath
+from zarr.storage import StorePath
 
 from virtualizarr_fill.reads.chunk_failures import read_naming_failures
 from virtualizarr_fill.reads.decoders import output_decoder

@@ -4,7 +4,7 @@ ranges per file out.
 A :class:`ReadPlan` groups the chunks of one read by the file holding them (with their
 byte ranges), and lists the chunks held in the manifest itself and those that are
 missing. The plans are made from the manifest's arrays
-(:class:`~virtualizarr_fill.manifests.upstream.ManifestEntries`): entry by entry for a
+(:class:`~virtualizarr_fill.upstream.ManifestEntries`): entry by entry for a
 few chunks, with NumPy for many. :func:`pieces` cuts a plan into pieces for worker
 threads.
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from virtualizarr_fill.manifests.upstream import ManifestEntries
+    from virtualizarr_fill.upstream import ManifestEntries
 
 #: Reads of at most this many chunks are planned entry by entry, larger ones with numpy.
 FEW_CHUNKS = 16

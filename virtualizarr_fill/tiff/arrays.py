@@ -21,6 +21,7 @@ from zarr.codecs import BytesCodec
 from zarr.core.group import GroupMetadata
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.manifests import FillManifestArray
 from virtualizarr_fill.tiff import caches
 from virtualizarr_fill.zarr_model import metadata as zarr_metadata
@@ -69,14 +70,9 @@ def copied_array(array: ManifestArray) -> ManifestArray:
     its own copy of the attributes (so that changing one array's attributes leaves the
     other's alone)."""
     metadata = copy_with_attributes(array.metadata, json_copy(array.metadata.attributes))
-    if not _ARRAY_STATE_IS_METADATA_AND_MANIFEST:
-        return FillManifestArray(metadata=metadata, chunkmanifest=array.manifest)
     # ``array`` passed ManifestArray's checks with the same manifest, grid and class;
     # only the attributes differ, which the checks never read.
-    copy: ManifestArray = object.__new__(type(array))
-    copy._metadata = metadata
-    copy._manifest = array.manifest
-    return copy
+    return upstream.manifest_array(type(array), metadata, array.manifest, like=array)
 
 
 def segment_manifest(
@@ -87,32 +83,9 @@ def segment_manifest(
     no_empty: bool = False,
 ) -> ChunkManifest:
     """``ChunkManifest.from_arrays(..., validate_paths=False)`` for chunk references of
-    one file: built directly when the arrays meet what ``from_arrays`` checks (string
-    paths, uint64 offsets and lengths, one shape, no zero length; ``no_empty`` when the
-    caller knows no length is zero), which the common case shows in a few attribute
-    comparisons; otherwise through ``from_arrays``. Adapts VirtualiZarr internals (used
-    while a ChunkManifest's state is these arrays, checked at import).
-    """
-    if (
-        _MANIFEST_STATE_IS_ARRAYS
-        and paths.dtype == _STRING_DTYPE
-        and offsets.dtype == _UINT64
-        and lengths.dtype == _UINT64
-        and paths.shape == offsets.shape == lengths.shape
-        and (no_empty or lengths.all())
-    ):
-        manifest: ChunkManifest = object.__new__(ChunkManifest)
-        manifest._paths = paths
-        manifest._offsets = offsets
-        manifest._lengths = lengths
-        manifest._inlined = {}
-        return manifest
-    return ChunkManifest.from_arrays(
-        paths=paths, offsets=offsets, lengths=lengths, validate_paths=False
-    )
-
-
-_UINT64 = np.dtype(np.uint64)
+    one file, without its checks where a few attribute comparisons show them passed
+    (:func:`virtualizarr_fill.upstream.chunk_manifest`)."""
+    return upstream.chunk_manifest(paths, offsets, lengths, no_empty=no_empty)
 
 
 # -- groups ----------------------------------------------------------------------------------
@@ -136,54 +109,17 @@ def manifest_group(
     a ManifestArray, no name both an array and a group, attribute names strings); the
     Zarr v3 group metadata is a copy of one validated with no attributes, holding a copy
     of ``attributes``, which is all ``GroupMetadata(attributes=...)`` would differ by.
-    Adapts VirtualiZarr and zarr internals: used only while both classes hold nothing
-    but the state this relies on (checked at import), else the constructor runs.
     """
     arrays = {} if arrays is None else arrays
     groups = {} if groups is None else groups
     if (
-        not _GROUP_STATE_IS_METADATA_AND_MEMBERS
-        or not all(isinstance(array, ManifestArray) for array in arrays.values())
+        not all(isinstance(array, ManifestArray) for array in arrays.values())
         or not all(type(name) is str for name in attributes)
         or any(name in arrays for name in groups)
     ):
         return ManifestGroup(arrays=arrays, groups=groups, attributes=attributes)
-    metadata: GroupMetadata = object.__new__(GroupMetadata)
-    metadata.__dict__.update(_empty_group_metadata().__dict__)
-    object.__setattr__(metadata, "attributes", dict(attributes))
-    object.__setattr__(metadata, "extra_fields", dict(metadata.extra_fields))
-    group: ManifestGroup = object.__new__(ManifestGroup)
-    group._metadata = metadata
-    group._members = {**arrays, **groups}
-    return group
-
-
-def _array_state_is_metadata_and_manifest() -> bool:
-    """Is a ManifestArray's whole state its metadata and manifest? (VirtualiZarr 2.x)"""
-    probe = ManifestArray(
-        metadata=_inlined_template(np.dtype("uint8"), 1),
-        chunkmanifest=_one_entry_manifest(b"\0", 1),
-    )
-    return set(vars(probe)) == {"_metadata", "_manifest"}
-
-
-def _manifest_state_is_arrays() -> bool:
-    """Is a ChunkManifest's whole state its paths, offsets, lengths and inlined chunks?"""
-    probe = ChunkManifest.from_arrays(
-        paths=cast("np.ndarray[Any, np.dtypes.StringDType]", np.array(["/a"], _STRING_DTYPE)),
-        offsets=np.zeros(1, dtype=np.uint64),
-        lengths=np.ones(1, dtype=np.uint64),
-        validate_paths=False,
-    )
-    return set(vars(probe)) == {"_paths", "_offsets", "_lengths", "_inlined"}
-
-
-def _group_state_is_metadata_and_members() -> bool:
-    """Is a ManifestGroup's whole state its GroupMetadata and members, and a
-    GroupMetadata's its dataclass fields? (VirtualiZarr 2.x, zarr 3.x)"""
-    group = ManifestGroup(arrays={}, attributes={"a": 1})
-    fields = {field.name for field in dataclasses.fields(GroupMetadata)}
-    return set(vars(group)) == {"_metadata", "_members"} and set(vars(group.metadata)) <= fields
+    metadata = upstream.replaced(_empty_group_metadata(), attributes=dict(attributes))
+    return upstream.manifest_group(arrays, groups, metadata)
 
 
 #: Sets of arrays kept by :func:`kept_arrays`.
@@ -306,12 +242,6 @@ def inlined_array(
             else _one_entry_manifest(data, values.ndim)
         ),
     )
-
-
-# Adapts VirtualiZarr and zarr internals: retire if they gain cheap validated copies.
-_ARRAY_STATE_IS_METADATA_AND_MANIFEST = _array_state_is_metadata_and_manifest()
-_GROUP_STATE_IS_METADATA_AND_MEMBERS = _group_state_is_metadata_and_members()
-_MANIFEST_STATE_IS_ARRAYS = _manifest_state_is_arrays()
 
 
 __all__ = [

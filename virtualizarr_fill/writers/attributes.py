@@ -27,8 +27,8 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import NonFiniteAttributeWarning as NonFiniteAttributeWarning
-from virtualizarr_fill.manifests import upstream
 
 __all__ = ["NonFiniteAttributeWarning", "finite_attributes", "without_non_finite_attributes"]
 

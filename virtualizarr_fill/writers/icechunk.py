@@ -29,6 +29,7 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.metadata.v3 import ArrayV3Metadata, RectilinearChunkGridMetadata
 from zarr.core.sync import sync
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
 from virtualizarr_fill.fill.encoding import (
@@ -36,7 +37,6 @@ from virtualizarr_fill.fill.encoding import (
     encoding_conflict_message,
     encoding_difference,
 )
-from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.manifests.fill_attributes import with_array_fill_attributes
 from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, codec_edges, is_rectilinear

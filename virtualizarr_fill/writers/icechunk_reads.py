@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarr.storage import WrapperStore
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import SourceFileChangedError as SourceFileChangedError
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class ChangedFilesNamingStore(WrapperStore[Any]):
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
     ) -> Buffer | None:
         try:
-            return await self._store.get(key, prototype, byte_range)
+            return await super().get(key, prototype, byte_range)
         except Exception as error:
             raise self._translated(error) from None
 
@@ -79,7 +80,7 @@ class ChangedFilesNamingStore(WrapperStore[Any]):
         key_ranges: Iterable[tuple[str, ByteRequest | None]],
     ) -> list[Buffer | None]:
         try:
-            return await self._store.get_partial_values(prototype, key_ranges)
+            return await super().get_partial_values(prototype, key_ranges)
         except Exception as error:
             raise self._translated(error) from None
 
@@ -108,14 +109,14 @@ class ChangedFilesNamingStore(WrapperStore[Any]):
         self, requests: Iterable[tuple[str, BufferPrototype, ByteRequest | None]]
     ) -> AsyncGenerator[tuple[str, Buffer | None], None]:
         try:
-            async for found in self._store._get_many(requests):
+            async for found in upstream.get_many(upstream.wrapped_store(self), requests):
                 yield found
         except Exception as error:
             raise self._translated(error) from None
 
     def __repr__(self) -> str:
-        return f"ChangedFilesNamingStore({self.repository or self._store!r})"
+        return f"ChangedFilesNamingStore({self.repository or upstream.wrapped_store(self)!r})"
 
     def __str__(self) -> str:
         # Messages that name a chunk "of <store>" name the Icechunk store, as unwrapped.
-        return str(self._store)
+        return str(upstream.wrapped_store(self))

@@ -22,7 +22,7 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill import upstream
 from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid
 
 

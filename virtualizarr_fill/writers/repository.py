@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from virtualizarr_fill import upstream
 from virtualizarr_fill.errors import MultiscaleGroupError as MultiscaleGroupError
 from virtualizarr_fill.errors import RepositoryNotFoundError as RepositoryNotFoundError
 from virtualizarr_fill.errors import UnsupportedFeatureError
@@ -363,7 +364,7 @@ def open_icechunk(
 def _token(store: Any, location: object, branch: str, group: str | None) -> str:
     """What names a group's data in dask keys: the snapshot (two opens of one snapshot
     share their dask keys), else the location and branch."""
-    session = getattr(getattr(store, "_store", None), "session", None)
+    session = getattr(upstream.wrapped_store(store), "session", None)
     snapshot = getattr(session, "snapshot_id", branch)
     return f"{_where(location)}@{snapshot}/{(group or '').strip('/')}"
 

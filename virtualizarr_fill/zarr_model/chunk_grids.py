@@ -26,6 +26,8 @@ from zarr.core.metadata.v3 import (
     create_chunk_grid_metadata,
 )
 
+from virtualizarr_fill import upstream
+
 
 @functools.lru_cache(maxsize=256)
 def _cached_grid(grid: ChunkGridMetadata, shape: tuple[int, ...]) -> ChunkGrid:
@@ -121,9 +123,7 @@ def _rectilinear_metadata(shapes: tuple[int | tuple[int, ...], ...]) -> ChunkGri
         if np.any(np.asarray(values) < 1):
             listed = [int(v) for v in np.ravel(values)]
             raise ValueError(f"chunk edges must be >= 1, got {format_edges(listed)}")
-    metadata = object.__new__(RectilinearChunkGridMetadata)
-    object.__setattr__(metadata, "chunk_shapes", shapes)
-    return metadata
+    return upstream.rectilinear_grid_metadata(shapes)  # type: ignore[no-any-return]
 
 
 def format_edges(edges: Sequence[int], max_groups: int = 8) -> str:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BaseCodec
 from zarr.codecs import BytesCodec, TransposeCodec
-from zarr.core.chunk_grids import ChunkGrid
+from zarr.core.chunk_grids import ChunkGrid, FixedDimension, VaryingDimension
 from zarr.registry import get_codec_class
 
 from virtualizarr_fill.codecs.crop import CROP_CODEC_NAME, CropCodec
@@ -123,7 +123,10 @@ def decide_grid_edge_handling(
     The grid is a Cartesian product of per-axis edges, so the worst chunk is the one with
     the smallest edge on every axis: if that one is a storage prefix, all are.
     """
-    smallest = [min(dim._unique_edge_lengths) for dim in chunk_grid.dimensions]
+    smallest = [
+        min(dim.edges) if isinstance(dim, VaryingDimension) else cast(FixedDimension, dim).size
+        for dim in chunk_grid.dimensions
+    ]
     return decide_edge_handling(codecs, smallest, stored_shape)
 
 

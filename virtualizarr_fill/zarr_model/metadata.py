@@ -26,6 +26,8 @@ from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 from zarr.dtype import parse_data_type
 
+from virtualizarr_fill import upstream
+
 CHUNK_KEY_ENCODING: dict[str, Any] = {"name": "default", "configuration": {"separator": "/"}}
 #: Distinct metadata kept validated (each a few kilobytes).
 TEMPLATE_CACHE_SIZE = 256
@@ -192,13 +194,7 @@ def json_copy(value: Any) -> Any:
 def copy_with_attributes(template: ArrayV3Metadata, attributes: dict[str, Any]) -> ArrayV3Metadata:
     """A copy of ``template`` with its own ``attributes`` (as ``copy.copy`` and
     ``object.__setattr__`` would make it, for a frozen dataclass, in a third of the time)."""
-    if not COPY_BY_FIELDS:
-        return dataclasses.replace(template, attributes=dict(attributes))
-    metadata: ArrayV3Metadata = object.__new__(ArrayV3Metadata)
-    metadata.__dict__.update(template.__dict__)
-    object.__setattr__(metadata, "attributes", dict(attributes))
-    object.__setattr__(metadata, "extra_fields", dict(template.extra_fields))
-    return metadata
+    return upstream.replaced(template, attributes=dict(attributes))
 
 
 def copy_without_dimension_names(
@@ -206,11 +202,7 @@ def copy_without_dimension_names(
 ) -> ArrayV3Metadata:
     """``template`` with ``attributes`` and no dimension names: what VirtualiZarr's
     ``copy_and_replace_metadata`` makes of it through a JSON round trip, without one."""
-    if not COPY_BY_FIELDS:
-        return dataclasses.replace(template, attributes=dict(attributes), dimension_names=None)
-    metadata = copy_with_attributes(template, attributes)
-    object.__setattr__(metadata, "dimension_names", None)
-    return metadata
+    return upstream.replaced(template, attributes=dict(attributes), dimension_names=None)
 
 
 def array_metadata(
