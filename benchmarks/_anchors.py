@@ -33,7 +33,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 import virtualizarr_fill
-from virtualizarr_fill.io import CountingStore
+from virtualizarr_fill.io.files import CountingStore
 from virtualizarr_fill.reads import PIPELINE_PATH
 
 HERE = Path(__file__).resolve().parent

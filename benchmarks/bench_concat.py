@@ -36,9 +36,9 @@ from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.dtype import parse_data_type
 
-from virtualizarr_fill.chunk_grids import grid_metadata
-from virtualizarr_fill.codec_chains import edge_handling_of
 from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
+from virtualizarr_fill.zarr_model.chunk_grids import grid_metadata
+from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
 
 STRIPS, ROWS_PER_STRIP, WIDTH = 13, 12, 256
 PADDED_HEIGHT = STRIPS * ROWS_PER_STRIP - 6  # 150 rows: the last strip holds 6 of 12 rows

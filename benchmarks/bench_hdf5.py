@@ -40,7 +40,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 from virtualizarr_fill.hdf5 import HDF5Parser
-from virtualizarr_fill.io import CountingStore
+from virtualizarr_fill.io.files import CountingStore
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

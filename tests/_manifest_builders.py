@@ -39,9 +39,9 @@ from zarr.dtype import parse_data_type
 
 import virtualizarr_fill
 from fixtures import make_concat_fixtures
-from virtualizarr_fill.chunk_grids import grid_metadata
-from virtualizarr_fill.codec_chains import EdgeHandling, insert_edge_codec
 from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
+from virtualizarr_fill.zarr_model.chunk_grids import grid_metadata
+from virtualizarr_fill.zarr_model.edge_codecs import EdgeHandling, insert_edge_codec
 
 ZLIB_LEVEL = 6
 STRING = np.dtypes.StringDType()

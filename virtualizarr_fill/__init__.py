@@ -29,7 +29,6 @@ from virtualizarr_fill.errors import (
 )
 
 if TYPE_CHECKING:
-    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
     from virtualizarr_fill.assemble import (
         dropped_attributes,
         open_virtual_mosaic,
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
         open_icechunk,
         open_icechunk_datatree,
     )
+    from virtualizarr_fill.zarr_model.rectilinear_flag import enable_rectilinear_chunks
 
 # Public name -> the module that defines it, imported on first access (PEP 562): the
 # codec entry points zarr loads import this package, and must stay light.
@@ -65,7 +65,7 @@ _LAZY = {
     "check_encoding": "virtualizarr_fill.assemble.encodings",
     "create_repository": "virtualizarr_fill.writers.repository",
     "dropped_attributes": "virtualizarr_fill.assemble",
-    "enable_rectilinear_chunks": "virtualizarr_fill._zarr_config",
+    "enable_rectilinear_chunks": "virtualizarr_fill.zarr_model.rectilinear_flag",
     "fast_reads": "virtualizarr_fill.reads",
     "fill_conflicts": "virtualizarr_fill.fill.conflicts",
     "open_icechunk": "virtualizarr_fill.writers.repository",

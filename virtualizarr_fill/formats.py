@@ -10,7 +10,7 @@ Detection looks only at signatures, never at file names:
 * anything else raises :class:`UnknownFormatError` naming the file.
 
 The signature probe reads the head of the object through the same
-:class:`~virtualizarr_fill.io.StoreFile` the TIFF parser then uses, so a TIFF costs no
+:class:`~virtualizarr_fill.io.files.StoreFile` the TIFF parser then uses, so a TIFF costs no
 extra request; HDF5 files are read again by :class:`~virtualizarr_fill.hdf5.HDF5Parser`
 through its own reader (one more request for the head).
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from virtualizarr_fill.errors import NotHDF5Error, UnknownFormatError
-from virtualizarr_fill.io import StoreFile, normalize_url, resolve
+from virtualizarr_fill.io.files import StoreFile, normalize_url, resolve
 from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.tiff import TIFFParser
 

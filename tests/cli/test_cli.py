@@ -633,8 +633,8 @@ def test_tiff_parser_records_every_array(
     from obstore.store import LocalStore
 
     from virtualizarr_fill import TIFFParser
-    from virtualizarr_fill.codec_chains import edge_handling_of
     from virtualizarr_fill.report import collect
+    from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
 
     registry = ObjectStoreRegistry({"file://": LocalStore()})
     cog = gdal_tiffs["gdal_cog_overviews_mask"].resolve().as_uri()

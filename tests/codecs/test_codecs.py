@@ -27,7 +27,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
 from virtualizarr_fill import ChunkSizeMismatchError, CropCodec, TruncateCodec
-from virtualizarr_fill.codec_chains import (
+from virtualizarr_fill.zarr_model.edge_codecs import (
     EdgeHandling,
     check_edge_codec_placement,
     decide_edge_handling,

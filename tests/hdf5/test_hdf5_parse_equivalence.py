@@ -39,7 +39,7 @@ from virtualizarr_fill.hdf5.parser import (
     member_names,
     superblock_sizes,
 )
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.files import StoreFile
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 

@@ -21,9 +21,9 @@ from obstore.store import LocalStore
 
 from tests.servers import FaultyProxy, S3Server, faulty_proxy
 from virtualizarr_fill import HDF5Parser, StoreReadError, TIFFParser
-from virtualizarr_fill.deadlines import RETRY_CONFIG
 from virtualizarr_fill.formats import AutoParser
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.deadlines import RETRY_CONFIG
+from virtualizarr_fill.io.files import StoreFile
 
 BUCKET = "stall-tests"
 #: A deadline short enough for a test, long enough for a loaded machine's round trip.

@@ -35,7 +35,7 @@ from virtualizarr_fill.formats import (
     detect_format,
     format_of_head,
 )
-from virtualizarr_fill.io import CountingStore
+from virtualizarr_fill.io.files import CountingStore
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 IMAGE = np.arange(30 * 7, dtype=np.uint16).reshape(30, 7)

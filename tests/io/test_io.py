@@ -14,7 +14,7 @@ from obstore.store import LocalStore
 
 from tests.servers import S3Server, faulty_proxy
 from virtualizarr_fill import StoreReadError, VirtualizarrFillError
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.files import StoreFile
 
 BUCKET = "io-tests"
 
@@ -140,7 +140,7 @@ def test_requests_seen_by_store_wrappers(corpus_dir: Path) -> None:
     """Benchmarks count every parser's requests the same way, through a store wrapper."""
     from obspec_utils.wrappers import RequestTrace, TracingReadableStore
 
-    from virtualizarr_fill.io import CountingStore
+    from virtualizarr_fill.io.files import CountingStore
 
     trace = RequestTrace()
     counted = CountingStore(LocalStore(corpus_dir / "rasterio+rasterio"))

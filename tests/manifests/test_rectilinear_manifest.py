@@ -29,10 +29,10 @@ from tests._manifest_builders import (
     virtual_dataset,
     with_attributes,
 )
-from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges, data_edges
-from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
 from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.manifests import FillManifestArray
+from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, codec_edges, data_edges
+from virtualizarr_fill.zarr_model.edge_codecs import EdgeHandling, edge_handling_of
 
 __all__ = ["concat_fixtures"]
 

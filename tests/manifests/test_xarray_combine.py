@@ -23,10 +23,10 @@ from tests._manifest_builders import (
     virtual_dataset,
     with_attributes,
 )
-from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill import FillValueWarning
 from virtualizarr_fill.fill.conflicts import fill_conflicts
+from virtualizarr_fill.zarr_model.edge_codecs import EdgeHandling, edge_handling_of
 
 __all__ = ["concat_fixtures"]
 

@@ -245,7 +245,7 @@ def test_local_ranges_equal_obstores(tmp_path: Path) -> None:
     past the end go to obstore (which reports the last in its own words)."""
     import obstore
 
-    from virtualizarr_fill.manifests import byte_ranges
+    from virtualizarr_fill.io import byte_ranges
 
     data = bytes(range(256)) * 64
     plain = tmp_path / "plain_name-1.bin"
@@ -295,7 +295,7 @@ def test_local_ranges_read_together_where_close(tmp_path: Path) -> None:
     and ranges far apart give obstore's bytes."""
     import obstore
 
-    from virtualizarr_fill.manifests import byte_ranges
+    from virtualizarr_fill.io import byte_ranges
 
     rng = np.random.default_rng(3)
     data = rng.integers(0, 256, 3 * byte_ranges.LOCAL_GAP_BYTES, dtype=np.uint8).tobytes()

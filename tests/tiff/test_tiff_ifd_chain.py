@@ -23,7 +23,7 @@ from obstore.store import LocalStore
 
 from tests._fuzz_mutations import Mutation, tiff_structure
 from tests._fuzz_worker import OK, REFUSED, run_once
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.files import StoreFile
 from virtualizarr_fill.tiff import TIFFParser, chain
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})

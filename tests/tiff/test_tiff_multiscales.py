@@ -28,8 +28,8 @@ from virtualizarr import open_virtual_datatree
 import virtualizarr_fill
 from fixtures import make_gdal_features
 from tests._manifest_builders import icechunk_repo
-from virtualizarr_fill.multiscale_stores import combine_multiscales, multiscales_to_kerchunk
-from virtualizarr_fill.multiscales import check_description
+from virtualizarr_fill.multiscales.conventions import check_description
+from virtualizarr_fill.multiscales.stores import combine_multiscales, multiscales_to_kerchunk
 from virtualizarr_fill.tiff import TIFFParser
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})

@@ -28,8 +28,8 @@ import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
-from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
 from virtualizarr_fill.tiff import TIFFParser
+from virtualizarr_fill.zarr_model.edge_codecs import EdgeHandling, edge_handling_of
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 ROWS_PER_STRIP = 16

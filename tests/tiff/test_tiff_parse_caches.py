@@ -39,24 +39,28 @@ from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
 from fixtures import make_tiff_fixtures
 from tests._assertions import assert_equals_fresh_validation
-from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.codecs.tiff_packints import TiffPackintsCodec
 from virtualizarr_fill.errors import VirtualizarrFillError
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.files import StoreFile
 from virtualizarr_fill.manifests import FillManifestArray
 from virtualizarr_fill.tiff import (
     TIFFParser,
     arrays,
-    band,
     caches,
     codecs_map,
     geo,
-    images,
     segments,
     tags,
 )
+from virtualizarr_fill.tiff import (
+    band_descriptions as band,
+)
+from virtualizarr_fill.tiff import (
+    image_descriptions as images,
+)
 from virtualizarr_fill.tiff import metadata as tiff_metadata
 from virtualizarr_fill.tiff.arrays import CHUNK_KEY_ENCODING, array_metadata, inlined_array
+from virtualizarr_fill.zarr_model import metadata as zarr_metadata
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 TIFF_SUFFIXES = {".tif", ".tiff"}

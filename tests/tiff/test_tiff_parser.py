@@ -22,7 +22,7 @@ from zarr.core.metadata.v3 import RectilinearChunkGridMetadata, RegularChunkGrid
 from fixtures import make_tiff_fixtures
 from virtualizarr_fill.codecs import TruncateCodec
 from virtualizarr_fill.errors import CorruptFileError, NotATiffError, UnsupportedFeatureError
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.files import StoreFile
 from virtualizarr_fill.tiff import TIFFParser
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})

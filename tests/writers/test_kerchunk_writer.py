@@ -32,8 +32,8 @@ from tests._manifest_builders import (
     with_edge_codec,
 )
 from virtualizarr_fill import to_kerchunk
-from virtualizarr_fill.codec_chains import EdgeHandling
 from virtualizarr_fill.errors import UnsupportedFeatureError
+from virtualizarr_fill.zarr_model.edge_codecs import EdgeHandling
 
 __all__ = ["concat_fixtures"]
 

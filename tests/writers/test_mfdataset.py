@@ -55,7 +55,7 @@ def _open(fx: dict[str, Path], parallel: Any) -> Any:
 
 def _check(vds: Any, fx: dict[str, Path]) -> None:
     from tests._manifest_builders import read_manifest_array
-    from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
+    from virtualizarr_fill.zarr_model.edge_codecs import EdgeHandling, edge_handling_of
 
     assert vds.band.shape == (450, 21)
     assert edge_handling_of(vds.band.data.metadata.codecs) is EdgeHandling.TRUNCATE
@@ -226,8 +226,8 @@ def test_hdf5_parser_corpus_partial_edge(
         native_hdf5,
         read_manifest_array,
     )
-    from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
     from virtualizarr_fill.hdf5.parser import HDF5Parser
+    from virtualizarr_fill.zarr_model.edge_codecs import EdgeHandling, edge_handling_of
 
     path = corpus_dir / "jjhelmus+pyfive" / "compressed_v1.hdf5"
     # file_url: VirtualiZarr would percent-encode the "+" of a bare path (Path.as_uri).

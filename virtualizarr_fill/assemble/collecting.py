@@ -36,13 +36,13 @@ from virtualizarr_fill.assemble.parts import (
 )
 from virtualizarr_fill.assemble.placement import X, Y
 from virtualizarr_fill.assemble.series import check_same_structure
-from virtualizarr_fill.batching import batches
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill.encoding import (
     EncodingConflictError,
     encoding_conflict_message,
     encoding_difference,
 )
+from virtualizarr_fill.io.batching import batches
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry

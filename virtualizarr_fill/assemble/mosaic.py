@@ -38,12 +38,6 @@ from virtualizarr_fill.assemble.placement import (
 )
 from virtualizarr_fill.assemble.series import assembled, leading, whole_chunk
 from virtualizarr_fill.assemble.windows import Materialised, natural_cuts, window
-from virtualizarr_fill.chunk_grids import (
-    chunk_grid,
-    codec_edges,
-    dimension_from_edges,
-    grid_metadata,
-)
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill.combine import FillConflictError
 from virtualizarr_fill.fill.conflicts import (
@@ -53,6 +47,12 @@ from virtualizarr_fill.fill.conflicts import (
 )
 from virtualizarr_fill.fill.tiff import GDAL_NODATA_ATTR
 from virtualizarr_fill.manifests.array import FillManifestArray
+from virtualizarr_fill.zarr_model.chunk_grids import (
+    chunk_grid,
+    codec_edges,
+    dimension_from_edges,
+    grid_metadata,
+)
 
 
 def tile_grid(

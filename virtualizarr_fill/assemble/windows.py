@@ -35,22 +35,22 @@ from zarr.core.chunk_grids import DimensionGrid
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.sync import sync
 
-from virtualizarr_fill.chunk_grids import (
+from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.manifests.array import FillManifestArray
+from virtualizarr_fill.zarr_model.chunk_grids import (
     chunk_grid,
     codec_edges,
     dimension_from_edges,
     grid_metadata,
 )
-from virtualizarr_fill.codec_chains import (
+from virtualizarr_fill.zarr_model.edge_codecs import (
     EdgeHandling,
     crop_stored_shape,
     insert_edge_codec,
+    whole_row_axes,
     without_edge_codecs,
 )
-from virtualizarr_fill.codec_chains.edge_handling import whole_row_axes
-from virtualizarr_fill.errors import IncompatibleArraysError
-from virtualizarr_fill.manifests import upstream
-from virtualizarr_fill.manifests.array import FillManifestArray
 
 #: Reads the values of a window (one slice per axis) of the tile's array.
 Reader = Callable[[tuple[slice, ...]], np.ndarray]

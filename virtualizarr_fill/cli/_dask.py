@@ -110,7 +110,7 @@ def collect_on_dask(
     from distributed import as_completed
 
     from virtualizarr_fill.assemble.collecting import cancelled_on_error, tree_reduce
-    from virtualizarr_fill.batching import batches
+    from virtualizarr_fill.io.batching import batches
 
     if not urls:
         return BatchOutcome(files=[], collector=None)

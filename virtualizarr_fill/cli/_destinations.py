@@ -153,7 +153,7 @@ def open_icechunk_repository(dest: str) -> Any:
 def _open_icechunk_group(dest: str) -> Any:
     import zarr
 
-    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+    from virtualizarr_fill.zarr_model.rectilinear_flag import enable_rectilinear_chunks
 
     # Reading what build wrote: its arrays may be on rectilinear grids.
     enable_rectilinear_chunks()

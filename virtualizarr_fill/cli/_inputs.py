@@ -218,7 +218,7 @@ def _store_for(prefix: str) -> Any:
 
     Local files use one ``LocalStore``; other schemes are configured by obstore from the
     environment (``AWS_*`` for S3, ...), as every obstore user's code would be, with
-    bounded retries (:data:`virtualizarr_fill.deadlines.RETRY_CONFIG`) instead of
+    bounded retries (:data:`virtualizarr_fill.io.deadlines.RETRY_CONFIG`) instead of
     obstore's three minutes of them. Client options (timeouts among them) stay the
     environment's: obstore takes explicit client options instead of, not on top of,
     those it reads from the environment.
@@ -232,7 +232,7 @@ def _store_for(prefix: str) -> Any:
         else:
             from obstore.store import from_url
 
-            from virtualizarr_fill.deadlines import RETRY_CONFIG
+            from virtualizarr_fill.io.deadlines import RETRY_CONFIG
 
             store = from_url(prefix, retry_config=RETRY_CONFIG)
         _STORES[prefix] = store

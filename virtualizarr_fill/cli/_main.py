@@ -23,7 +23,7 @@ from virtualizarr_fill.cli._errors import (
     classify_error,
 )
 from virtualizarr_fill.cli._settings import POOL_THRESHOLD
-from virtualizarr_fill.isolation import DEFAULT_MEMORY_LIMIT
+from virtualizarr_fill.io.isolation import DEFAULT_MEMORY_LIMIT
 
 __all__ = ["build_parser", "main"]
 

@@ -79,7 +79,7 @@ class _ObjectFile(io.RawIOBase):
     """A seekable file over obstore's buffered object reader, returning ``bytes``.
 
     h5py, h5netcdf and GDAL's Python opener need ``bytes`` from ``read``; obstore's
-    reader returns its own buffer type. Unlike :class:`~virtualizarr_fill.io.StoreFile`
+    reader returns its own buffer type. Unlike :class:`~virtualizarr_fill.io.files.StoreFile`
     it keeps no cache, so reading a whole large file stays within the reader's buffer.
     """
 

@@ -1,6 +1,6 @@
 """Parsing input files: the parser the options configure, the decisions, warnings and
 errors of each file, and parsing many files in worker processes, in batches
-(:mod:`virtualizarr_fill.isolation`: a worker that crashes costs its one file).
+(:mod:`virtualizarr_fill.io.isolation`: a worker that crashes costs its one file).
 
 What a file's parse sends back is its :class:`~virtualizarr_fill.assemble.FilePart`
 (its manifests and decoded coordinates), not an xarray Dataset: the command combines
@@ -21,7 +21,6 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from virtualizarr_fill.batching import BATCH_FILES, batches
 from virtualizarr_fill.cli._errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
@@ -33,6 +32,7 @@ from virtualizarr_fill.cli._errors import (
     classify_error,
 )
 from virtualizarr_fill.cli._inputs import display, registry_for
+from virtualizarr_fill.io.batching import BATCH_FILES, batches
 from virtualizarr_fill.report import ParseReport, collect
 
 if TYPE_CHECKING:
@@ -288,7 +288,7 @@ def _run_pool(
 ) -> Iterator[ParsedFile]:
     """Parse in isolated worker processes, batch by batch; a batch whose worker died is
     parsed again one file per worker, so that only the file that kills it is lost."""
-    from virtualizarr_fill.isolation import isolated_map
+    from virtualizarr_fill.io.isolation import isolated_map
 
     context = _forkserver_context()
     work = batches(urls, workers)
@@ -349,7 +349,7 @@ def iter_parsed(
 
     ``workers`` isolated worker processes parse them in batches, each with
     ``memory_limit`` bytes of address space beyond its start
-    (:mod:`virtualizarr_fill.isolation`); 0 parses in this process (a dask cluster
+    (:mod:`virtualizarr_fill.io.isolation`); 0 parses in this process (a dask cluster
     parses and combines in :mod:`._dask`).
     """
     if workers >= 1:

@@ -30,7 +30,7 @@ def _grid_summary(metadata: Any) -> str:
     """``(regular grid)``, ``(rectilinear grid, truncate)``... of a Zarr array's metadata."""
     from zarr.core.metadata.v3 import RegularChunkGridMetadata
 
-    from virtualizarr_fill.codec_chains import edge_handling_of
+    from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
 
     regular = isinstance(metadata.chunk_grid, RegularChunkGridMetadata)
     kind = "regular" if regular else "rectilinear"

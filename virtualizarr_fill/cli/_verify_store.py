@@ -116,7 +116,7 @@ def _open_level(opened: _Opened, group: str | None) -> tuple[xr.Dataset, xr.Data
 
 def _level_names(attributes: dict[str, Any], record: BuildRecord | None) -> list[str] | None:
     """The levels of a multiscale group, or ``None`` for a plain dataset."""
-    from virtualizarr_fill.multiscales import levels_of
+    from virtualizarr_fill.multiscales.conventions import levels_of
 
     if "multiscales" not in attributes and (record is None or record.mode != "multiscales"):
         return None
@@ -144,7 +144,7 @@ def open_verified_store(dest: str, urls: Sequence[str]) -> VerifiedStore:
     ``urls``) for ``verify``."""
     import zarr
 
-    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+    from virtualizarr_fill.zarr_model.rectilinear_flag import enable_rectilinear_chunks
 
     # Before any metadata is read: a series of files each on a regular grid can be
     # rectilinear once combined, and zarr refuses such metadata without the flag.

@@ -212,7 +212,7 @@ def _append_source(destination: Destination) -> tuple[Any, BuildRecord, xr.Datas
         )
     if not destination.exists() or not is_icechunk_repository(destination):
         raise CliError(f"--out {destination.text}: no Icechunk repository to append to", EXIT_USAGE)
-    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+    from virtualizarr_fill.zarr_model.rectilinear_flag import enable_rectilinear_chunks
 
     enable_rectilinear_chunks()  # the stored arrays may be on rectilinear grids
     repo = open_icechunk_repository(destination.text)

@@ -3,7 +3,7 @@
 Each file is parsed with ``TIFFParser(overviews="multiscales")`` (levels ``"0"``..``"n"``,
 see :mod:`virtualizarr_fill.tiff.pyramid`); the files' levels are combined level by
 level along ``--concat-dim`` as ``build`` combines images, keeping the levels every file
-has with the same decimation factors (:func:`virtualizarr_fill.multiscale_stores.
+has with the same decimation factors (:func:`virtualizarr_fill.multiscales.stores.
 combine_multiscales`), and the tree is written to an Icechunk repository or kerchunk
 references.
 """
@@ -50,9 +50,9 @@ def combine(
     on_fill_conflict: str = "error",
 ) -> xr.Dataset:
     """One level's datasets concatenated along ``dim`` (an existing or a new dimension)
-    in the order given (:func:`virtualizarr_fill.multiscale_stores.combine_level`)."""
+    in the order given (:func:`virtualizarr_fill.multiscales.stores.combine_level`)."""
     from virtualizarr_fill.assemble import fill_rule
-    from virtualizarr_fill.multiscale_stores import combine_level
+    from virtualizarr_fill.multiscales.stores import combine_level
 
     if len(datasets) == 1 and not new_dim:
         return datasets[0]
@@ -105,7 +105,7 @@ def _write(
     overwrite: bool,
     record: BuildRecord,
 ) -> str:
-    from virtualizarr_fill.multiscale_stores import multiscales_to_kerchunk
+    from virtualizarr_fill.multiscales.stores import multiscales_to_kerchunk
 
     tree = tree.copy()
     tree.attrs[RECORD_KEY] = record.to_attribute()
@@ -152,7 +152,7 @@ def _mosaic_tree(
     (:mod:`virtualizarr_fill.assemble.multiscale_mosaic`)."""
     from virtualizarr_fill.assemble import fill_rule
     from virtualizarr_fill.assemble.multiscale_mosaic import level_parts, mosaic_multiscales
-    from virtualizarr_fill.multiscale_stores import common_levels
+    from virtualizarr_fill.multiscales.stores import common_levels
 
     names = common_levels(trees, urls)
     registry = registry_for(list(urls))
@@ -171,8 +171,8 @@ def _mosaic_tree(
 
 def command_build_multiscales(args: argparse.Namespace) -> int:
     """``build --overviews`` (see the module docstring)."""
-    from virtualizarr_fill.multiscale_stores import combine_multiscales
-    from virtualizarr_fill.multiscales import levels_of
+    from virtualizarr_fill.multiscales.conventions import levels_of
+    from virtualizarr_fill.multiscales.stores import combine_multiscales
 
     started = time.perf_counter()
     if args.dask_scheduler or (args.workers or 1) > 1:

@@ -196,7 +196,7 @@ def describe_array(
     """What ``inspect`` shows of one virtual array in ``group`` (JSON-ready)."""
     from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 
-    from virtualizarr_fill.codec_chains import edge_handling_of
+    from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
 
     array = variable.data
     metadata = array.metadata

@@ -2,7 +2,7 @@
 
 Each file is parsed with ``TIFFParser(time_from=SPEC)``, which gives its dataset a
 ``time`` dimension of length one and the scene's CF-encoded time (see
-:mod:`virtualizarr_fill.time_stack`); the files are then combined along ``time`` in time
+:mod:`virtualizarr_fill.assemble.time_stack`); the files are then combined along ``time`` in time
 order (:func:`virtualizarr_fill.assemble.series.order_parts`). Two scenes of the same
 time are refused as overlapping, naming both files.
 """
@@ -23,7 +23,7 @@ def check_scene_arguments(args: argparse.Namespace) -> None:
     time_from = getattr(args, "time_from", None)
     if time_from is None:
         return
-    from virtualizarr_fill.time_stack import TIME, TimeSource
+    from virtualizarr_fill.assemble.time_stack import TIME, TimeSource
 
     try:
         TimeSource.parse(time_from)

@@ -31,7 +31,6 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray
 from virtualizarr.manifests.manifest import INLINED_CHUNK_PATH
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.fill.hdf5 import consolidate_hdf5_fill
 from virtualizarr_fill.hdf5.array_context import (
     ArrayContext,
@@ -65,6 +64,7 @@ from virtualizarr_fill.hdf5.materialise import encode_pending, materialised_mani
 from virtualizarr_fill.hdf5.pipeline_checks import pipeline_message_problem
 from virtualizarr_fill.hdf5.virtual import build_virtual_array
 from virtualizarr_fill.manifests import FillManifestArray
+from virtualizarr_fill.zarr_model import metadata as zarr_metadata
 
 # ---------------------------------------------------------------------------------
 # entry point
@@ -139,7 +139,7 @@ def array_metadata(
     dimension_names: tuple[str, ...],
 ) -> ArrayV3Metadata:
     """Zarr v3 metadata of a regular-grid array with the given codec chain (validated
-    once per distinct input, see :mod:`virtualizarr_fill.zarr_metadata`)."""
+    once per distinct input, see :mod:`virtualizarr_fill.zarr_model.metadata`)."""
     chain = list(codecs)
     if dtype.kind == "T" and not chain:
         chain = [{"name": "vlen-utf8", "configuration": {}}]

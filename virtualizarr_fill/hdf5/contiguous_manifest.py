@@ -14,7 +14,7 @@ from virtualizarr_fill.hdf5.array_context import (
     StoredDataset,
     empty_manifest,
 )
-from virtualizarr_fill.hdf5.urls import join_url
+from virtualizarr_fill.io.urls import join_url
 
 
 def contiguous_manifest(

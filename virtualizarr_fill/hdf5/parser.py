@@ -1,7 +1,7 @@
 """``HDF5Parser``: HDF5 and netCDF-4 files as VirtualiZarr manifest stores.
 
 The parser reads only metadata, with h5py, through a file object over the registry's
-object store (:class:`virtualizarr_fill.io.StoreFile`), so local and cloud files work
+object store (:class:`virtualizarr_fill.io.files.StoreFile`), so local and cloud files work
 alike and every request is counted. The result matches what
 ``xr.open_dataset(path, engine="h5netcdf", phony_dims="sort")`` shows (groups as a
 DataTree): same variable and dimension names, attributes and values.
@@ -99,7 +99,7 @@ class HDF5Parser:
         Largest chunk grid of one dataset (manifests are dense: about 40 bytes a chunk);
         larger ones are refused rather than exhausting memory.
     reader_options
-        Keyword arguments for :class:`virtualizarr_fill.io.StoreFile` (``block_size``,
+        Keyword arguments for :class:`virtualizarr_fill.io.files.StoreFile` (``block_size``,
         ``first_request``; both 1 MiB by default).
     external_files
         Which other files the file may reference (external links, external raw storage,

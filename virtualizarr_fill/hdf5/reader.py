@@ -1,6 +1,6 @@
 """The file object h5py reads an HDF5 file through.
 
-A :class:`~virtualizarr_fill.io.StoreFile` (object-store reads, counted) that also
+A :class:`~virtualizarr_fill.io.files.StoreFile` (object-store reads, counted) that also
 checks every global heap collection libhdf5 loads before libhdf5 parses it (see
 :mod:`virtualizarr_fill.hdf5.format.global_heap`): a collection libhdf5 would loop on makes
 the read fail with :class:`~virtualizarr_fill.hdf5.format.global_heap.CorruptGlobalHeapError`,
@@ -29,7 +29,7 @@ from virtualizarr_fill.hdf5.format.global_heap import (
     collection_problem,
     collection_size,
 )
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.files import StoreFile
 
 _HEAD = COLLECTION_SIGNATURE + bytes([COLLECTION_VERSION])
 #: Largest file opened from memory (see :func:`open_h5py`): below it the core driver

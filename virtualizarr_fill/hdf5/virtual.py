@@ -31,7 +31,7 @@ import numpy as np
 from virtualizarr.manifests import ChunkManifest, ManifestArray
 
 from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
-from virtualizarr_fill.hdf5.urls import join_url
+from virtualizarr_fill.io.urls import join_url
 
 #: Makes one source dataset an array: ``(dataset, target, context) -> array``.
 SourceBuilder = Callable[[h5py.Dataset, Target, ArrayContext], ManifestArray]

@@ -26,7 +26,7 @@ from virtualizarr_fill.hdf5._libhdf5 import file_number, object_address
 from virtualizarr_fill.hdf5.array_context import DatasetRefused
 from virtualizarr_fill.hdf5.nodes import DatasetNode, GroupNode, libhdf5_path
 from virtualizarr_fill.hdf5.session import FileSession, PathRefused
-from virtualizarr_fill.hdf5.urls import join_url
+from virtualizarr_fill.io.urls import join_url
 
 #: Deepest group kept (the root is depth 0). zarr lists a hierarchy and xarray builds a
 #: DataTree recursively, several Python frames per level: far deeper trees would exceed

@@ -38,19 +38,19 @@ from virtualizarr.manifests.manifest import ChunkManifest
 from zarr.core.chunk_grids import FixedDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
-from virtualizarr_fill.chunk_grids import (
+from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES, combining_variable
+from virtualizarr_fill.fill.encoding import DECODING_ATTRIBUTES
+from virtualizarr_fill.manifests import operations, upstream
+from virtualizarr_fill.zarr_model.chunk_grids import (
     chunk_grid,
     codec_edges,
     format_edges,
     is_rectilinear,
     is_sharded,
 )
-from virtualizarr_fill.concat.inputs import check_encodings
-from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES, combining_variable
-from virtualizarr_fill.fill.encoding import DECODING_ATTRIBUTES
-from virtualizarr_fill.manifests import operations, upstream
-from virtualizarr_fill.zarr_metadata import copy_without_dimension_names
+from virtualizarr_fill.zarr_model.concat_inputs import check_encodings
+from virtualizarr_fill.zarr_model.metadata import copy_without_dimension_names
+from virtualizarr_fill.zarr_model.rectilinear_flag import enable_rectilinear_chunks
 
 #: The attributes an array keeps when it becomes an xarray variable: those that
 #: arrays combined into one must agree on.

@@ -31,7 +31,7 @@ from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BytesCodec
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 
-from virtualizarr_fill.chunk_grids import chunk_grid, data_edges, is_sharded
+from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, data_edges, is_sharded
 
 
 def _compact_chunk_sizes(sizes: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
@@ -117,8 +117,8 @@ def _referenced_values(store: ManifestStore, array: ManifestArray) -> np.ndarray
     """The values of a one-chunk array of plain numbers whose chunk is a reference into
     a file (a netCDF coordinate stored contiguously), read with one ranged read; None
     for other arrays."""
-    from virtualizarr_fill.io import store_read_error
-    from virtualizarr_fill.manifests.byte_ranges import get_ranges, resolve
+    from virtualizarr_fill.io.byte_ranges import get_ranges, resolve
+    from virtualizarr_fill.io.files import store_read_error
 
     stored = _plain_dtype(array)
     if stored is None:

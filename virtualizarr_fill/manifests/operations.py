@@ -3,7 +3,7 @@ on any chunk grid.
 
 Each operation returns the new array's metadata and chunk manifest;
 :class:`~virtualizarr_fill.manifests.FillManifestArray` wraps them. Chunk grids and codec
-chains come from :mod:`virtualizarr_fill.concat`; manifests are merged and subset by
+chains come from :mod:`virtualizarr_fill.zarr_model`; manifests are merged and subset by
 VirtualiZarr's own manifest functions (:mod:`virtualizarr_fill.manifests.upstream`).
 
 VirtualiZarr's versions of these operations accept only regular grids and arrays whose
@@ -23,7 +23,10 @@ from virtualizarr.manifests.manifest import ChunkManifest
 from zarr.core.chunk_grids import DimensionGrid, FixedDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.chunk_grids import (
+from virtualizarr_fill.errors import UnsupportedFeatureError
+from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.zarr_model.axes import codecs_with_new_axis, codecs_without_axis
+from virtualizarr_fill.zarr_model.chunk_grids import (
     chunk_grid,
     codec_edges,
     data_edges,
@@ -32,10 +35,7 @@ from virtualizarr_fill.chunk_grids import (
     grid_metadata,
     grid_shape,
 )
-from virtualizarr_fill.codec_chains import codecs_with_new_axis, codecs_without_axis
-from virtualizarr_fill.concat import concatenation_metadata, stack_metadata
-from virtualizarr_fill.errors import UnsupportedFeatureError
-from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.zarr_model.merges import concatenation_metadata, stack_metadata
 
 Built = tuple[ArrayV3Metadata, ChunkManifest]
 

@@ -2,7 +2,7 @@
 
 Each file of a :class:`~virtualizarr_fill.reads.planning.ReadPlan` is found in the
 ManifestStore's registry and its ranges read with one call
-(:func:`~virtualizarr_fill.manifests.byte_ranges.get_ranges`: obstore's ``get_ranges``,
+(:func:`~virtualizarr_fill.io.byte_ranges.get_ranges`: obstore's ``get_ranges``,
 which coalesces nearby ranges on object stores, or ``os.pread`` for a few ranges of a
 local file). :func:`fetch` runs on zarr's event loop, :func:`fetch_blocking` in the
 calling or a worker thread.
@@ -22,9 +22,9 @@ from typing import Any, NoReturn
 from obstore.store import LocalStore, MemoryStore
 
 from virtualizarr_fill.errors import StoreReadError
-from virtualizarr_fill.io import store_read_error
+from virtualizarr_fill.io.byte_ranges import get_ranges, resolve
+from virtualizarr_fill.io.files import store_read_error
 from virtualizarr_fill.manifests import upstream
-from virtualizarr_fill.manifests.byte_ranges import get_ranges, resolve
 from virtualizarr_fill.reads.planning import ReadPlan
 
 

@@ -3,7 +3,7 @@
 Each group of items (:mod:`.items`) is opened with
 :func:`virtualizarr_fill.open_virtual_mosaic` (one item: its file as it is) and given a
 leading ``time`` dimension of length one; the steps are then stacked in time order by
-:func:`virtualizarr_fill.time_stack.stack_by_time`, as ``build --time-from`` stacks
+:func:`virtualizarr_fill.assemble.time_stack.stack_by_time`, as ``build --time-from`` stacks
 scenes. Along ``time`` the dataset carries
 
 * ``time``: the group's datetime, CF-encoded (``seconds since 1970-01-01`` when every
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from virtualizarr_fill.assemble.time_stack import TIME, TIME_ATTRIBUTES, stack_by_time
 from virtualizarr_fill.stac.items import (
     GroupBy,
     Scene,
@@ -36,7 +37,6 @@ from virtualizarr_fill.stac.items import (
     read_items,
     scenes_of,
 )
-from virtualizarr_fill.time_stack import TIME, TIME_ATTRIBUTES, stack_by_time
 
 if TYPE_CHECKING:
     import pystac

@@ -1,7 +1,7 @@
 """Zarr array metadata and manifests of the TIFF parser's arrays.
 
 Band arrays get metadata validated once per distinct input and copied with each file's
-attributes (:mod:`virtualizarr_fill.zarr_metadata`). Inlined arrays (coordinates,
+attributes (:mod:`virtualizarr_fill.zarr_model.metadata`). Inlined arrays (coordinates,
 ``spatial_ref``) are one chunk held in the manifest: :func:`inlined_array` builds their
 one-entry manifest from small arrays directly, and arrays holding the same bytes share
 it (a ChunkManifest is immutable).
@@ -21,10 +21,10 @@ from zarr.codecs import BytesCodec
 from zarr.core.group import GroupMetadata
 from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 
-from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.manifests import FillManifestArray
 from virtualizarr_fill.tiff import caches
-from virtualizarr_fill.zarr_metadata import (
+from virtualizarr_fill.zarr_model import metadata as zarr_metadata
+from virtualizarr_fill.zarr_model.metadata import (
     CHUNK_KEY_ENCODING,
     TEMPLATE_CACHE_SIZE,
     copy_with_attributes,
@@ -46,7 +46,7 @@ def array_metadata(
     dimension_names: tuple[str, ...],
 ) -> ArrayV3Metadata:
     """Metadata of a band array (default chunk key encoding), validated once per
-    distinct input (see :func:`virtualizarr_fill.zarr_metadata.array_metadata`)."""
+    distinct input (see :func:`virtualizarr_fill.zarr_model.metadata.array_metadata`)."""
     return zarr_metadata.array_metadata(
         shape=shape,
         data_type=zarr_data_type(dtype),

@@ -33,7 +33,7 @@ import tifffile
 if TYPE_CHECKING:
     from tifffile import TiffFile, TiffFrame, TiffPage
 
-    from virtualizarr_fill.io import StoreFile
+    from virtualizarr_fill.io.files import StoreFile
 
 #: The most IFDs one parse walks (main chain and SubIFDs together). Far above the
 #: pages of real files; the parse deadline bounds time as well.

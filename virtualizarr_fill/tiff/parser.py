@@ -1,6 +1,6 @@
 """The TIFF/GeoTIFF parser: ``TIFFParser()(url, registry) -> ManifestStore``.
 
-Only the header is read (IFDs and tag arrays, through :class:`virtualizarr_fill.io.StoreFile`,
+Only the header is read (IFDs and tag arrays, through :class:`virtualizarr_fill.io.files.StoreFile`,
 usually in one request); the data stays where it is and the manifest points at it.
 
 The dataset of one image looks like rioxarray's (``xr.open_dataset(path,
@@ -22,7 +22,7 @@ Which images:
   codecs) along a new leading ``page`` dimension;
 * ``time_from=...`` gives the image a leading ``time`` dimension of length one and a
   ``time`` coordinate from the DateTime tag, a GDAL metadata item or the file name, for
-  stacking scenes (see :mod:`virtualizarr_fill.time_stack`);
+  stacking scenes (see :mod:`virtualizarr_fill.assemble.time_stack`);
 * ``overviews="multiscales"`` builds a multiscale group for
   :func:`virtualizarr.open_virtual_datatree`: levels ``"0"`` (full resolution) to ``"n"``
   with their masks, described after the multiscales convention (see
@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, Literal
 import tifffile
 from virtualizarr.manifests import ManifestGroup, ManifestStore
 
+from virtualizarr_fill.assemble.time_stack import TimeSource
 from virtualizarr_fill.errors import CorruptFileError, NotATiffError, VirtualizarrFillError
-from virtualizarr_fill.io import (
+from virtualizarr_fill.io.files import (
     DEFAULT_FIRST_REQUEST,
     DEFAULT_PARSE_DEADLINE,
     StoreFile,
@@ -54,13 +55,13 @@ from virtualizarr_fill.io import (
     resolve,
 )
 from virtualizarr_fill.manifests import FileManifestStore
-from virtualizarr_fill.tiff.file_layouts import (
+from virtualizarr_fill.tiff.file_groups import (
     multiscale_group,
     select_page,
     stacked_group,
     tree_group,
 )
-from virtualizarr_fill.tiff.single_image import (
+from virtualizarr_fill.tiff.image_groups import (
     ParseContext,
     chain_page,
     describe_chained,
@@ -68,7 +69,6 @@ from virtualizarr_fill.tiff.single_image import (
     source_name,
     with_time,
 )
-from virtualizarr_fill.time_stack import TimeSource
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
@@ -107,7 +107,7 @@ class TIFFParser:
     time_from
         Where each scene's time comes from: ``"datetime"`` (the DateTime tag),
         ``"metadata:NAME"`` (a GDAL metadata item) or a regular expression searched in
-        the file name (see :mod:`virtualizarr_fill.time_stack`); the image then has a
+        the file name (see :mod:`virtualizarr_fill.assemble.time_stack`); the image then has a
         leading ``time`` dimension of length one. None (default): no time.
     on_out_of_range
         A nodata value the data type cannot hold (e.g. -10000 on uint8): ``"raise"``

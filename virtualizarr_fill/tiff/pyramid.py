@@ -3,7 +3,7 @@
 
 The group holds one child group per resolution level, ``"0"`` (the full-resolution
 image) to ``"n"`` (the smallest overview), and attributes describing them after the
-multiscales convention (:mod:`virtualizarr_fill.multiscales`). Each level is a dataset
+multiscales convention (:mod:`virtualizarr_fill.multiscales.conventions`). Each level is a dataset
 like the parser's single-image one: ``band_data`` with its own ``x``/``y`` pixel
 centres (the full-resolution transform scaled to the level's size, as GDAL georeferences
 overviews), ``band`` and ``spatial_ref`` (the same CRS in every level, with the level's
@@ -26,7 +26,7 @@ from zarr.codecs import TransposeCodec
 
 from virtualizarr_fill.codecs.crop import CropCodec
 from virtualizarr_fill.errors import UnsupportedFeatureError
-from virtualizarr_fill.multiscales import Level, describe
+from virtualizarr_fill.multiscales.conventions import Level, describe
 from virtualizarr_fill.tiff.arrays import manifest_group
 
 if TYPE_CHECKING:

@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING, Any
 
 from zarr.core.metadata.v3 import RectilinearChunkGridMetadata, RegularChunkGridMetadata
 
-from virtualizarr_fill.codec_chains import EdgeHandling, decide_edge_handling, insert_edge_codec
 from virtualizarr_fill.errors import CorruptFileError, UnsupportedFeatureError
 from virtualizarr_fill.tiff.last_strips import (
     decoded_last_strip_rows,
@@ -61,6 +60,11 @@ from virtualizarr_fill.tiff.segments import (
     check_uncompressed_lengths,
     last_strip_lengths,
     stored_row_bytes,
+)
+from virtualizarr_fill.zarr_model.edge_codecs import (
+    EdgeHandling,
+    decide_edge_handling,
+    insert_edge_codec,
 )
 
 if TYPE_CHECKING:

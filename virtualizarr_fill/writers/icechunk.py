@@ -29,8 +29,6 @@ from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.metadata.v3 import ArrayV3Metadata, RectilinearChunkGridMetadata
 from zarr.core.sync import sync
 
-from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges, is_rectilinear
-from virtualizarr_fill.concat import concatenation_metadata
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
 from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
@@ -41,6 +39,8 @@ from virtualizarr_fill.fill.encoding import (
 )
 from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.writers.attributes import without_non_finite_attributes
+from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, codec_edges, is_rectilinear
+from virtualizarr_fill.zarr_model.merges import concatenation_metadata
 
 if TYPE_CHECKING:
     from icechunk import IcechunkStore
@@ -150,7 +150,7 @@ def append_virtual_variable_to_icechunk(
     """Append a virtual variable to an existing array along ``append_dim``.
 
     The stored array and the new data combine as a concatenation
-    (:func:`virtualizarr_fill.concat.concatenation_metadata`): the result may become
+    (:func:`virtualizarr_fill.zarr_model.merges.concatenation_metadata`): the result may become
     rectilinear and gain a truncate/crop codec; incompatible data is refused before
     anything is written.
     """

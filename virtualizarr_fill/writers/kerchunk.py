@@ -19,8 +19,6 @@ from typing import Any, Literal
 import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
-from virtualizarr_fill.chunk_grids import is_rectilinear
-from virtualizarr_fill.codec_chains import edge_handling_of
 from virtualizarr_fill.errors import UnsupportedFeatureError
 from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.writers.kerchunk_parquet import (
@@ -30,6 +28,8 @@ from virtualizarr_fill.writers.kerchunk_parquet import (
     write_kerchunk_parquet_v3_groups,
 )
 from virtualizarr_fill.writers.kerchunk_v2 import format_2_problem, kerchunk_refs_v2
+from virtualizarr_fill.zarr_model.chunk_grids import is_rectilinear
+from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
 
 
 def needs_zarr_v3(array: ManifestArray) -> str | None:
@@ -260,7 +260,7 @@ def _refuse_multiscale_group(store: Any, references: str | Path, group: str | No
     (its arrays are in its level groups: xarray would return an empty Dataset)."""
     import warnings
 
-    from virtualizarr_fill.multiscale_stores import multiscale_levels
+    from virtualizarr_fill.multiscales.stores import multiscale_levels
     from virtualizarr_fill.writers.repository import MultiscaleGroupError
 
     with warnings.catch_warnings():
@@ -318,7 +318,7 @@ def open_kerchunk(
     """
     from zarr.storage import FsspecStore
 
-    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
+    from virtualizarr_fill.zarr_model.rectilinear_flag import enable_rectilinear_chunks
 
     enable_rectilinear_chunks()
     source: str | dict[str, Any] = str(references)

@@ -22,8 +22,8 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.chunk_grids import chunk_grid
 from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid
 
 
 def _v2_keyed(metadata: dict[str, Any]) -> dict[str, Any]:

@@ -34,9 +34,9 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 from zarr.core.metadata.v2 import ArrayV2Metadata
 
-from virtualizarr_fill.chunk_grids import chunk_grid
 from virtualizarr_fill.fill.coder import sentinel_from_attribute
 from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid
 
 __all__ = ["format_2_problem", "kerchunk_refs_v2"]
 

@@ -253,8 +253,8 @@ def _where(location: object) -> str:
 def _readable_store(
     location: str | os.PathLike[str] | icechunk.Storage, branch: str
 ) -> ChangedFilesNamingStore:
-    from virtualizarr_fill._zarr_config import enable_rectilinear_chunks
     from virtualizarr_fill.writers.icechunk_reads import ChangedFilesNamingStore
+    from virtualizarr_fill.zarr_model.rectilinear_flag import enable_rectilinear_chunks
 
     enable_rectilinear_chunks()
     session = open_repository(location).readonly_session(branch)
@@ -266,7 +266,7 @@ def _refuse_multiscale_group(
 ) -> None:
     """Refuse, saying how to open it, a multiscale group asked for as one Dataset: its
     arrays are in its level groups, so xarray would return an empty Dataset."""
-    from virtualizarr_fill.multiscale_stores import multiscale_levels
+    from virtualizarr_fill.multiscales.stores import multiscale_levels
 
     levels = multiscale_levels(store, group)
     if levels is None:

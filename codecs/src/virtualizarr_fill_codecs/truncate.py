@@ -7,7 +7,7 @@ reshape. This codec drops the excess.
 
 It is only correct when the logical chunk is a *prefix* of the stored bytes in storage
 order (padding along the slowest-varying non-singleton axis only);
-``virtualizarr_fill.codec_chains.decide_edge_handling`` decides that in virtualizarr-fill, and
+``virtualizarr_fill.zarr_model.edge_codecs.decide_edge_handling`` decides that in virtualizarr-fill, and
 :class:`~virtualizarr_fill_codecs.crop.CropCodec` handles the other cases.
 
 Placement: immediately after the array->bytes codec and before any compressor, so that

@@ -18,19 +18,19 @@ from typing import Any
 from zarr.core.chunk_grids import ChunkGrid
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.chunk_grids import chunk_grid, is_sharded
-from virtualizarr_fill.codec_chains import (
-    EdgeHandling,
-    crop_stored_shape,
-    edge_handling_of,
-    without_edge_codecs,
-)
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
 from virtualizarr_fill.fill.conflicts import combine_fills, combined_variable
 from virtualizarr_fill.fill.encoding import (
     EncodingConflictError,
     encoding_conflict_message,
     encoding_difference,
+)
+from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, is_sharded
+from virtualizarr_fill.zarr_model.edge_codecs import (
+    EdgeHandling,
+    crop_stored_shape,
+    edge_handling_of,
+    without_edge_codecs,
 )
 
 #: Names input ``i`` in messages.

@@ -7,7 +7,7 @@ combines the trees of many files level by level, along the dimension their full
 resolution images are combined along; a level is kept where every file has it with the
 same decimation factors (the leading levels common to all; the others are left out with
 a warning naming the files that lack them). The combined tree is described again after
-the multiscales convention (:mod:`virtualizarr_fill.multiscales`).
+the multiscales convention (:mod:`virtualizarr_fill.multiscales.conventions`).
 
 Icechunk stores take the tree as it is (``virtualizarr_fill.to_icechunk(tree, store)``;
 read it back with ``virtualizarr_fill.open_icechunk_datatree``, or one level with
@@ -30,7 +30,7 @@ from virtualizarr_fill.errors import (
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
-from virtualizarr_fill.multiscales import Level, describe, levels_of
+from virtualizarr_fill.multiscales.conventions import Level, describe, levels_of
 from virtualizarr_fill.tiff.pyramid import MASK_VARIABLE
 
 if TYPE_CHECKING:

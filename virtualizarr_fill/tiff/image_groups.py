@@ -19,11 +19,27 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from virtualizarr.manifests import ManifestArray, ManifestGroup
 
-from virtualizarr_fill.codec_chains import edge_handling_of
+from virtualizarr_fill.assemble.time_stack import (
+    TIME,
+    TIME_ATTRIBUTES,
+    TimeSource,
+    scene_time,
+    time_value,
+)
 from virtualizarr_fill.errors import CorruptFileError
-from virtualizarr_fill.io import StoreFile
+from virtualizarr_fill.io.files import StoreFile
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
-from virtualizarr_fill.tiff import caches, chain, geo, images, segment_grids, segments, tags
+from virtualizarr_fill.tiff import (
+    caches,
+    chain,
+    geo,
+    segment_grids,
+    segments,
+    tags,
+)
+from virtualizarr_fill.tiff import (
+    image_descriptions as images,
+)
 from virtualizarr_fill.tiff.arrays import (
     array_metadata,
     inlined_array,
@@ -31,9 +47,9 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_array,
     manifest_group,
 )
-from virtualizarr_fill.tiff.images import ImageDescription
-from virtualizarr_fill.time_stack import TIME, TIME_ATTRIBUTES, TimeSource, scene_time, time_value
-from virtualizarr_fill.zarr_metadata import json_copy
+from virtualizarr_fill.tiff.image_descriptions import ImageDescription
+from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
+from virtualizarr_fill.zarr_model.metadata import json_copy
 
 if TYPE_CHECKING:
     from tifffile import TiffPage

@@ -22,10 +22,11 @@ import numpy as np
 from virtualizarr.manifests import ManifestArray, ManifestGroup
 
 from virtualizarr_fill.errors import CorruptFileError, UnsupportedFeatureError
-from virtualizarr_fill.tiff import chain, images, pyramid, segments
+from virtualizarr_fill.tiff import chain, pyramid, segments
+from virtualizarr_fill.tiff import image_descriptions as images
 from virtualizarr_fill.tiff.arrays import inlined_array, manifest_array, manifest_group
-from virtualizarr_fill.tiff.images import ImageDescription, as_page
-from virtualizarr_fill.tiff.single_image import (
+from virtualizarr_fill.tiff.image_descriptions import ImageDescription, as_page
+from virtualizarr_fill.tiff.image_groups import (
     DATA_VARIABLE,
     ParseContext,
     chain_page,

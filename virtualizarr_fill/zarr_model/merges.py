@@ -3,7 +3,7 @@
 Along the concatenation axis every input keeps its own chunk edges, and an input's last
 chunk is cut to its logical length when more data follows it; other axes must have the
 same data edges in every input. The grid stays regular when the edges allow it
-(:mod:`virtualizarr_fill.chunk_grids`), the codec chain gains the edge codec the inputs'
+(:mod:`virtualizarr_fill.zarr_model.chunk_grids`), the codec chain gains the edge codec the inputs'
 padded chunks need (:mod:`.edge_decisions`), and the fill information follows the
 fill-conflict policy (:mod:`.inputs`, :mod:`virtualizarr_fill.fill.conflicts`).
 """
@@ -16,27 +16,27 @@ from collections.abc import Sequence
 from zarr.core.chunk_grids import ChunkGrid, DimensionGrid, FixedDimension
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from virtualizarr_fill.chunk_grids import (
+from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.zarr_model.axes import codecs_with_new_axis
+from virtualizarr_fill.zarr_model.chunk_grids import (
     codec_edges,
     data_edges,
     dimension_from_edges,
     format_edges,
     grid_metadata,
 )
-from virtualizarr_fill.codec_chains import codecs_with_new_axis
-from virtualizarr_fill.concat.edge_decisions import (
-    NeedsCollector,
-    PairCache,
-    axis_pairs,
-    final_codecs,
-)
-from virtualizarr_fill.concat.inputs import (
+from virtualizarr_fill.zarr_model.concat_inputs import (
     Describe,
     check_inputs,
     default_describe,
     first_difference,
 )
-from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.zarr_model.edge_decisions import (
+    NeedsCollector,
+    PairCache,
+    axis_pairs,
+    final_codecs,
+)
 
 
 def _non_concat_dimension(

@@ -10,7 +10,7 @@ report them.
 obspec-utils' readers cover similar ground but spend a HEAD request on every file;
 header parsing of small files is dominated by round trips, hence this reader.
 
-Every request is bounded by the parse's deadline (:mod:`virtualizarr_fill.deadlines`),
+Every request is bounded by the parse's deadline (:mod:`virtualizarr_fill.io.deadlines`),
 and every failure, obstore's panics included (a ``BaseException``: reading ranges of a
 file that shrank after its size was read), becomes a
 :class:`~virtualizarr_fill.errors.StoreReadError` naming the file.
@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Buffer, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from virtualizarr_fill.deadlines import (
+from virtualizarr_fill.errors import StoreReadError, UnregisteredURLError
+from virtualizarr_fill.io.deadlines import (
     DEFAULT_PARSE_DEADLINE,
     Deadline,
     DeadlineExceeded,
@@ -32,7 +33,6 @@ from virtualizarr_fill.deadlines import (
     call_within,
     is_local,
 )
-from virtualizarr_fill.errors import StoreReadError, UnregisteredURLError
 
 DEFAULT_FIRST_REQUEST = 64 * 1024
 DEFAULT_BLOCK_SIZE = 64 * 1024
@@ -82,7 +82,7 @@ class StoreFile(io.RawIOBase):
     block_size
         Granularity of later reads and of the cache.
     deadline
-        The parse's :class:`~virtualizarr_fill.deadlines.Deadline`, or seconds from now
+        The parse's :class:`~virtualizarr_fill.io.deadlines.Deadline`, or seconds from now
         (``None``: no deadline). A request still unanswered when it passes is cancelled
         and raises :class:`~virtualizarr_fill.errors.StoreReadError`.
     url

@@ -1,4 +1,4 @@
-"""The shared metadata cache (:mod:`virtualizarr_fill.zarr_metadata`) on HDF5 files.
+"""The shared metadata cache (:mod:`virtualizarr_fill.zarr_model.metadata`) on HDF5 files.
 
 The TIFF side is covered by ``tests/tiff/test_tiff_parse_caches.py``. Here every HDF5 and
 netCDF-4 file of the corpus must give the same virtual store whether each file is parsed
@@ -22,9 +22,9 @@ from obstore.store import LocalStore
 from virtualizarr.manifests import ManifestArray, ManifestGroup
 
 from tests._assertions import assert_equals_fresh_validation, json_value
-from virtualizarr_fill import zarr_metadata
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.hdf5 import HDF5Parser
+from virtualizarr_fill.zarr_model import metadata as zarr_metadata
 
 pytestmark = pytest.mark.corpus
 

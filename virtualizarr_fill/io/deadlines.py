@@ -3,7 +3,7 @@
 A stalled object store (a server that accepts the connection and never answers) must
 not hold a parse for the minutes obstore's defaults allow (a 30 s timeout per attempt,
 retried for up to three minutes). Every parse has a :class:`Deadline`; each request of a
-:class:`~virtualizarr_fill.io.StoreFile` gets the time left, whatever the store's own
+:class:`~virtualizarr_fill.io.files.StoreFile` gets the time left, whatever the store's own
 settings, because the store registry belongs to the user:
 
 * requests to remote stores run as obstore's ``*_async`` calls on one event loop in a

@@ -17,11 +17,20 @@ from typing import Any
 
 from zarr.core.chunk_grids import DimensionGrid
 
-from virtualizarr_fill.chunk_grids import codec_edges
-from virtualizarr_fill.codec_chains import EdgeHandling, decide_edge_handling, insert_edge_codec
-from virtualizarr_fill.codec_chains.edge_handling import whole_row_axes
-from virtualizarr_fill.concat.inputs import Describe, InputProfile, describe_codecs, name_inputs
 from virtualizarr_fill.errors import IncompatibleArraysError
+from virtualizarr_fill.zarr_model.chunk_grids import codec_edges
+from virtualizarr_fill.zarr_model.concat_inputs import (
+    Describe,
+    InputProfile,
+    describe_codecs,
+    name_inputs,
+)
+from virtualizarr_fill.zarr_model.edge_codecs import (
+    EdgeHandling,
+    decide_edge_handling,
+    insert_edge_codec,
+    whole_row_axes,
+)
 
 
 @dataclasses.dataclass

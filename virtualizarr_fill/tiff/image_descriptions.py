@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 import tifffile
 
 from virtualizarr_fill.tiff import caches, geo
-from virtualizarr_fill.tiff.band import BandDescription, describe_band
+from virtualizarr_fill.tiff.band_descriptions import BandDescription, describe_band
 from virtualizarr_fill.tiff.stored_tags import CachedRange, main_chain_key, stored_main_chain
 
 if TYPE_CHECKING:

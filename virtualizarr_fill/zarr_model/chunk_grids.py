@@ -5,7 +5,7 @@ edge* of a chunk (``chunk_size``, the shape the codecs see) and its *data edge*
 (``data_size``, the part inside the array) differ for a padded boundary chunk. This
 module turns metadata into grids and edges, and edges back into grid metadata that stays
 regular whenever the edges allow it. It knows nothing of codec chains or fill values;
-the merges of :mod:`virtualizarr_fill.concat`, the array operations of
+the merges of :mod:`virtualizarr_fill.zarr_model`, the array operations of
 :mod:`virtualizarr_fill.manifests` and the writers build on it.
 """
 

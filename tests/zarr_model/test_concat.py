@@ -35,14 +35,14 @@ from tests._manifest_builders import (
     with_codecs,
     with_edge_codec,
 )
-from virtualizarr_fill.chunk_grids import chunk_grid, codec_edges
-from virtualizarr_fill.codec_chains import EdgeHandling, edge_handling_of
 from virtualizarr_fill.codecs import CropCodec, TruncateCodec
-from virtualizarr_fill.concat import concatenation_metadata, stack_metadata
 from virtualizarr_fill.errors import ChunkSizeMismatchError, IncompatibleArraysError
 from virtualizarr_fill.fill import FillValueWarning
 from virtualizarr_fill.fill.conflicts import fill_conflicts
 from virtualizarr_fill.manifests import FillManifestArray
+from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, codec_edges
+from virtualizarr_fill.zarr_model.edge_codecs import EdgeHandling, edge_handling_of
+from virtualizarr_fill.zarr_model.merges import concatenation_metadata, stack_metadata
 
 __all__ = ["concat_fixtures"]
 

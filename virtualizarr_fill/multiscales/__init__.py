@@ -1,0 +1,2 @@
+"""Multiscale groups: the conventions' attributes and multiscale trees of many files.
+"""
