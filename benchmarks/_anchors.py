@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _counting_store import CountingStore
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 import virtualizarr_fill
-from virtualizarr_fill.io.files import CountingStore
 from virtualizarr_fill.reads import PIPELINE_PATH
 
 HERE = Path(__file__).resolve().parent

@@ -16,7 +16,7 @@ the S3 leg uses ``--s3-corpus-limit`` of them).
 Measured:
 
 * parse time: median of ``--repeat`` runs, interleaved across tools;
-* requests and bytes of one parse: through ``virtualizarr_fill.io.files.CountingStore`` locally
+* requests and bytes of one parse: through ``benchmarks._counting_store.CountingStore`` locally
   (obstore-based tools; kerchunk reads plain files, so n/a), and at the S3 server for
   every tool on the S3 leg;
 * correctness of each tool on each file, with ``conformance.py``'s classification (every

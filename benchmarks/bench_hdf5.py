@@ -36,11 +36,11 @@ from typing import Any
 
 import h5py
 import numpy as np
+from _counting_store import CountingStore
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 from virtualizarr_fill.hdf5 import HDF5Parser
-from virtualizarr_fill.io.files import CountingStore
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

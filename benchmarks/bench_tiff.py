@@ -1,7 +1,7 @@
 """TIFF header parsing: TIFFParser side by side with virtual-tiff, in one run.
 
 For each file, both parsers build a ManifestStore from a ``file://`` URL through an
-:class:`~virtualizarr_fill.io.files.CountingStore` wrapper (so every object-store request and
+:class:`~benchmarks._counting_store.CountingStore` wrapper (so every object-store request and
 byte is counted the same way), and the median parse time of several repetitions is
 reported; the two parsers take turns, repetition by repetition, so that load from other
 processes affects both alike. Files:
@@ -51,10 +51,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _counting_store import CountingStore
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
-from virtualizarr_fill.io.files import CountingStore
 from virtualizarr_fill.tiff import TIFFParser, arrays, caches, geo
 from virtualizarr_fill.tiff import image_descriptions as images
 

@@ -29,8 +29,8 @@ from virtualizarr_fill.codecs.reader_packages import codec_names, reader_package
 
 def file_codecs(path: Path) -> dict[str, list[str]]:
     """Array path -> codec names, for every array of every group of the file."""
-    from virtualizarr_fill.cli._inputs import registry_for
     from virtualizarr_fill.formats import AutoParser
+    from virtualizarr_fill.io.registries import registry_for
 
     url = path.resolve().as_uri()
     store = AutoParser()(url, registry_for([url]))

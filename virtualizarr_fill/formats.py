@@ -18,16 +18,21 @@ through its own reader (one more request for the head).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from virtualizarr_fill.errors import NotHDF5Error, UnknownFormatError
-from virtualizarr_fill.io.files import StoreFile, normalize_url, resolve
+from virtualizarr_fill.io.files import StoreFile
+from virtualizarr_fill.io.isolation import DEFAULT_MEMORY_LIMIT, Outcome, isolated_map
+from virtualizarr_fill.io.registries import resolve
+from virtualizarr_fill.io.urls import normalize_url
 from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.tiff import TIFFParser
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
+
 
 __all__ = [
     "AutoParser",
@@ -35,6 +40,7 @@ __all__ = [
     "UnknownFormatError",
     "detect_format",
     "format_of_head",
+    "open_virtual_datasets",
     "sniff_format",
 ]
 
@@ -171,3 +177,57 @@ class AutoParser:
             return FileManifestStore(tiff.parse(url, reader), registry=registry, url=url)
         parser = self.parser_for(file_format)
         return cast(FileManifestStore, parser(url, registry))
+
+
+# -- many files, each parsed in an isolated worker process ------------------------------
+
+
+@dataclass(frozen=True)
+class _OpenDataset:
+    """``open_virtual_dataset`` of one URL with a fixed parser and registry (picklable)."""
+
+    parser: Any
+    registry: Any
+    options: dict[str, Any]
+
+    def __call__(self, url: str) -> Any:
+        from virtualizarr import open_virtual_dataset
+
+        registry = self.registry
+        if registry is None:
+            from virtualizarr_fill.io.registries import registry_for
+
+            registry = registry_for([url])
+        return open_virtual_dataset(url, registry=registry, parser=self.parser, **self.options)
+
+
+def open_virtual_datasets(
+    urls: Iterable[str],
+    *,
+    parser: Any = None,
+    registry: Any = None,
+    workers: int = 2,
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+    timeout: float | None = None,
+    tasks_per_worker: int | None = None,
+    **options: Any,
+) -> list[Outcome[str, Any]]:
+    """:func:`virtualizarr.open_virtual_dataset` of every URL, each in a worker process
+    (:func:`isolated_map`), in the order of ``urls``.
+
+    ``parser`` defaults to :class:`AutoParser`; ``registry``
+    (picklable, as obstore's stores are) to stores built from each URL as the
+    command-line tool builds them; ``options`` go to ``open_virtual_dataset``.
+    """
+    if parser is None:
+        parser = AutoParser()
+    urls = list(urls)
+    outcomes = isolated_map(
+        _OpenDataset(parser, registry, options),
+        urls,
+        workers=min(workers, max(len(urls), 1)),
+        memory_limit=memory_limit,
+        timeout=timeout,
+        tasks_per_worker=tasks_per_worker,
+    )
+    return sorted(outcomes, key=lambda outcome: outcome.index)

@@ -541,7 +541,7 @@ def test_build_from_s3(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     s3_server.create_bucket("cli-inputs")
     for name in SHORT:
@@ -554,7 +554,7 @@ def test_build_from_s3(
         "AWS_ALLOW_HTTP": "true",
     }.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})  # stores configured from this environment
+    monkeypatch.setattr(registries, "_STORES", {})  # stores configured from this environment
 
     repo = tmp_path / "from-s3.icechunk"
     pattern = "s3://cli-inputs/tiles/strip_short_*.tif"

@@ -454,7 +454,7 @@ def test_a_missing_object_is_one_readable_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     s3_server.create_bucket("missing-objects")
     for key, value in {
@@ -465,7 +465,7 @@ def test_a_missing_object_is_one_readable_line(
         "AWS_ALLOW_HTTP": "true",
     }.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})
+    monkeypatch.setattr(registries, "_STORES", {})
     url = "s3://missing-objects/tiles/nothing.tif"
     code, _, err = _run(capsys, "build", url, "--out", tmp_path / "r.icechunk", "--workers", "0")
     line = _error_line(err)

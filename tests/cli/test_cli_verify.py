@@ -420,7 +420,7 @@ def test_icechunk_on_s3_from_s3_inputs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     bucket = "verify-inputs"
     s3_server.create_bucket(bucket)
@@ -436,7 +436,7 @@ def test_icechunk_on_s3_from_s3_inputs(
         "AWS_ALLOW_HTTP": "true",
     }.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})  # stores configured from this environment
+    monkeypatch.setattr(registries, "_STORES", {})  # stores configured from this environment
     for pattern, extra in (("tile_*.tif", []), ("day_*.nc", ["--concat-dim", "time"])):
         urls = f"s3://{bucket}/data/{pattern}"
         repo = tmp_path / f"{pattern[:3]}.icechunk"
@@ -595,7 +595,8 @@ def _write_python_store(
     from virtualizarr import open_virtual_dataset
 
     from virtualizarr_fill import TIFFParser, to_icechunk
-    from virtualizarr_fill.cli._inputs import file_url, registry_for
+    from virtualizarr_fill.cli._inputs import file_url
+    from virtualizarr_fill.io.registries import registry_for
     from virtualizarr_fill.writers.repository import create_repository
 
     urls = [file_url(p) for p in tiles]

@@ -125,13 +125,13 @@ def test_empty_object_on_s3_has_size_zero(s3_server: S3Server, uploaded: str) ->
 
 
 def test_stores_the_cli_builds_have_bounded_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
-    monkeypatch.setattr(_inputs, "_STORES", {})
-    store, _ = _inputs.registry_for(["s3://some-bucket/a.tif"]).resolve("s3://some-bucket/a.tif")
+    monkeypatch.setattr(registries, "_STORES", {})
+    store, _ = registries.registry_for(["s3://some-bucket/a.tif"]).resolve("s3://some-bucket/a.tif")
     assert store.retry_config["max_retries"] == RETRY_CONFIG["max_retries"]
     assert store.retry_config["retry_timeout"] == RETRY_CONFIG["retry_timeout"]
 

@@ -21,6 +21,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 from virtualizarr import open_virtual_dataset
 
+from benchmarks._counting_store import CountingStore
 from virtualizarr_fill import TIFFParser
 from virtualizarr_fill.errors import (
     NotATiffError,
@@ -35,7 +36,6 @@ from virtualizarr_fill.formats import (
     detect_format,
     format_of_head,
 )
-from virtualizarr_fill.io.files import CountingStore
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 IMAGE = np.arange(30 * 7, dtype=np.uint16).reshape(30, 7)

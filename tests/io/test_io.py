@@ -140,7 +140,7 @@ def test_requests_seen_by_store_wrappers(corpus_dir: Path) -> None:
     """Benchmarks count every parser's requests the same way, through a store wrapper."""
     from obspec_utils.wrappers import RequestTrace, TracingReadableStore
 
-    from virtualizarr_fill.io.files import CountingStore
+    from benchmarks._counting_store import CountingStore
 
     trace = RequestTrace()
     counted = CountingStore(LocalStore(corpus_dir / "rasterio+rasterio"))

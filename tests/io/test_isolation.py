@@ -23,8 +23,8 @@ import tifffile
 from tests._isolation_probes import probe
 from tests._manifest_builders import concat_fixtures, kerchunk_read
 from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, main
-from virtualizarr_fill.formats import AutoParser
-from virtualizarr_fill.io.isolation import Outcome, isolated_map, open_virtual_datasets
+from virtualizarr_fill.formats import AutoParser, open_virtual_datasets
+from virtualizarr_fill.io.isolation import Outcome, isolated_map
 
 __all__ = ["concat_fixtures"]
 

@@ -159,7 +159,7 @@ def test_a_changed_file_on_s3_is_named(
     """Files in a bucket: an identical object uploaded again has a new modification
     time (and the same ETag), and Icechunk refuses it the same way."""
     import virtualizarr_fill
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     bucket = "changed-objects"
     s3_server.create_bucket(bucket)
@@ -174,7 +174,7 @@ def test_a_changed_file_on_s3_is_named(
         "AWS_ALLOW_HTTP": "true",
     }.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})
+    monkeypatch.setattr(registries, "_STORES", {})
     urls = [f"s3://{bucket}/days/{path.name}" for path in paths]
     repo = tmp_path / "days.icechunk"
     _built(capsys, *urls, "--concat-dim", "time", "--out", str(repo))

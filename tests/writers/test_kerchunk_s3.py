@@ -30,7 +30,7 @@ BUCKET = "kerchunk-targets"
 @pytest.fixture
 def s3_environment(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The standard AWS variables pointing at the loopback server, as users set them."""
-    from virtualizarr_fill.cli import _inputs
+    from virtualizarr_fill.io import registries
 
     if BUCKET not in {b["Name"] for b in s3_server.client().list_buckets()["Buckets"]}:
         s3_server.create_bucket(BUCKET)
@@ -42,7 +42,7 @@ def s3_environment(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
         "AWS_ALLOW_HTTP": "true",
     }.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(_inputs, "_STORES", {})  # stores configured from this environment
+    monkeypatch.setattr(registries, "_STORES", {})  # stores configured from this environment
     return s3_server
 
 

@@ -24,7 +24,9 @@ import tifffile
 from virtualizarr_fill.assemble.overlaps import read_window
 from virtualizarr_fill.assemble.placement import Placed
 from virtualizarr_fill.errors import IncompatibleArraysError
-from virtualizarr_fill.io.files import StoreFile, normalize_url, resolve
+from virtualizarr_fill.io.files import StoreFile
+from virtualizarr_fill.io.registries import resolve
+from virtualizarr_fill.io.urls import normalize_url
 
 #: The TIFF parser's image variable, the one a mask applies to (the parser's
 #: ``DATA_VARIABLE``; importing the TIFF package when the assembly loads is circular).

@@ -51,10 +51,11 @@ from virtualizarr_fill.cli._errors import (
 from virtualizarr_fill.cli._main import main
 
 if TYPE_CHECKING:
-    from virtualizarr_fill.cli._inputs import expand_inputs, registry_for
+    from virtualizarr_fill.cli._inputs import expand_inputs
     from virtualizarr_fill.cli._parse import ParsedFile, parse_file
     from virtualizarr_fill.cli.inspection import abbreviate_edges
     from virtualizarr_fill.cli.progress import Progress
+    from virtualizarr_fill.io.registries import registry_for
 
 # Imported on first use: the command's entry point must start without them.
 _LAZY = {

@@ -209,7 +209,7 @@ class Combination:
         plan = self.plan
         with combining(self.label), fill_rule(plan.on_fill_conflict):  # type: ignore[arg-type]
             if plan.mode == "mosaic":
-                from virtualizarr_fill.cli._inputs import registry_for
+                from virtualizarr_fill.io.registries import registry_for
 
                 grid = tile_grid(parts, allow_gaps=plan.allow_gaps, overlap=plan.overlap)  # type: ignore[arg-type]
                 # also without overlaps: masked tiles are read to compare with nodata

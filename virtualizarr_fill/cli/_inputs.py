@@ -8,13 +8,10 @@ import glob
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from virtualizarr_fill.cli._errors import EXIT_IO, EXIT_USAGE, CliError
-
-if TYPE_CHECKING:
-    from obspec_utils.registry import ObjectStoreRegistry
+from virtualizarr_fill.io.registries import store_for, store_prefix
 
 __all__ = [
     "display",
@@ -22,8 +19,6 @@ __all__ = [
     "file_url",
     "is_url",
     "local_path",
-    "registry_for",
-    "store_prefix",
     "user_path",
 ]
 
@@ -155,7 +150,7 @@ def _remote_inputs(item: str) -> list[str]:
     pattern = item[len(prefix) :].lstrip("/")
     literal = pattern[: min(pattern.index(c) for c in _GLOB_CHARS if c in pattern)]
     listing_prefix = literal.rsplit("/", 1)[0] + "/" if "/" in literal else ""
-    store = _store_for(prefix)
+    store = store_for(prefix)
     paths: list[str] = []
     try:
         for batch in obstore.list(store, prefix=listing_prefix or None):
@@ -199,49 +194,3 @@ def display(url: str) -> str:
     """How messages name a file: its local path, else its URL."""
     path = local_path(url)
     return str(path) if path is not None else url
-
-
-# --------------------------------------------------------------------------- object stores
-
-
-def store_prefix(url: str) -> str:
-    """``scheme://netloc`` of a URL: the key of its store in a registry."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-_STORES: dict[str, Any] = {}
-
-
-def _store_for(prefix: str) -> Any:
-    """The obstore store for ``scheme://netloc`` (cached per process).
-
-    Local files use one ``LocalStore``; other schemes are configured by obstore from the
-    environment (``AWS_*`` for S3, ...), as every obstore user's code would be, with
-    bounded retries (:data:`virtualizarr_fill.io.deadlines.RETRY_CONFIG`) instead of
-    obstore's three minutes of them. Client options (timeouts among them) stay the
-    environment's: obstore takes explicit client options instead of, not on top of,
-    those it reads from the environment.
-    """
-    store = _STORES.get(prefix)
-    if store is None:
-        if prefix == "file://":
-            from obstore.store import LocalStore
-
-            store = LocalStore()
-        else:
-            from obstore.store import from_url
-
-            from virtualizarr_fill.io.deadlines import RETRY_CONFIG
-
-            store = from_url(prefix, retry_config=RETRY_CONFIG)
-        _STORES[prefix] = store
-    return store
-
-
-def registry_for(urls: Iterable[str]) -> ObjectStoreRegistry:
-    """A registry resolving every URL in ``urls`` (one store per scheme and bucket/host)."""
-    from obspec_utils.registry import ObjectStoreRegistry
-
-    prefixes = dict.fromkeys(store_prefix(url) for url in urls)
-    return ObjectStoreRegistry({prefix: _store_for(prefix) for prefix in prefixes})

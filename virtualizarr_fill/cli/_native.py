@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from virtualizarr_fill.cli._destinations import import_optional
-from virtualizarr_fill.cli._inputs import local_path, registry_for
+from virtualizarr_fill.cli._inputs import local_path
+from virtualizarr_fill.io.registries import registry_for
 
 __all__ = [
     "TIFF_NATIVE",

@@ -31,8 +31,9 @@ from virtualizarr_fill.cli._errors import (
     FileError,
     classify_error,
 )
-from virtualizarr_fill.cli._inputs import display, registry_for
+from virtualizarr_fill.cli._inputs import display
 from virtualizarr_fill.io.batching import BATCH_FILES, batches
+from virtualizarr_fill.io.registries import registry_for
 from virtualizarr_fill.report import ParseReport, collect
 
 if TYPE_CHECKING:

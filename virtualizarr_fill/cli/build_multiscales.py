@@ -23,7 +23,7 @@ from virtualizarr_fill.cli._destinations import (
     import_optional,
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
-from virtualizarr_fill.cli._inputs import expand_inputs, registry_for
+from virtualizarr_fill.cli._inputs import expand_inputs
 from virtualizarr_fill.cli._ownership import check_replaceable
 from virtualizarr_fill.cli._parse import (
     describe_failure,
@@ -34,6 +34,7 @@ from virtualizarr_fill.cli._parse import (
 from virtualizarr_fill.cli._record import INPUTS_KEY, RECORD_KEY, BuildRecord, package_version
 from virtualizarr_fill.cli._write import staged
 from virtualizarr_fill.cli.progress import Progress
+from virtualizarr_fill.io.registries import registry_for
 from virtualizarr_fill.writers import to_icechunk
 
 if TYPE_CHECKING:

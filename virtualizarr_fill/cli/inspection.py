@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from virtualizarr_fill.cli._errors import EXIT_OK, CliError
-from virtualizarr_fill.cli._inputs import display, expand_inputs, registry_for
+from virtualizarr_fill.cli._inputs import display, expand_inputs
 from virtualizarr_fill.cli._parse import describe_failure, make_parser, recording, warning_texts
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.formats import detect_format
+from virtualizarr_fill.io.registries import registry_for
 from virtualizarr_fill.report import ParseReport
 
 __all__ = [

@@ -96,8 +96,8 @@ def _opened(
     allow_gaps: bool,
     on_fill_conflict: Any,
 ) -> tuple[xr.Dataset, list[str]]:
-    from virtualizarr_fill.cli._inputs import registry_for
     from virtualizarr_fill.cli.progress import Progress
+    from virtualizarr_fill.io.registries import registry_for
     from virtualizarr_fill.stac import StacItemError, open_stac_stack
 
     progress = Progress("parse", len(found.groups), "time steps")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from virtualizarr_fill.cli._errors import EXIT_MISMATCH, EXIT_OK, FileError
-from virtualizarr_fill.cli._inputs import display, expand_inputs, registry_for
+from virtualizarr_fill.cli._inputs import display, expand_inputs
 from virtualizarr_fill.cli._native import TIFF_NATIVE, open_native
 from virtualizarr_fill.cli._parse import describe_failure, parser_from_options
 from virtualizarr_fill.cli._verify_compare import (
@@ -53,6 +53,7 @@ from virtualizarr_fill.cli._verify_placement import (
 )
 from virtualizarr_fill.cli._verify_store import StoreLevel, VerifiedStore, open_verified_store
 from virtualizarr_fill.cli.progress import Progress
+from virtualizarr_fill.io.registries import registry_for
 
 if TYPE_CHECKING:
     from virtualizarr_fill.assemble import FilePart

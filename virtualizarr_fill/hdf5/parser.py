@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
-from virtualizarr.manifests.manifest import validate_and_normalize_path_to_uri
 
 from virtualizarr_fill.errors import CorruptFileError, FillValueError, UnsupportedFeatureError
 from virtualizarr_fill.hdf5.array_context import ArrayContext, DatasetRefused, Target
@@ -43,6 +42,7 @@ from virtualizarr_fill.hdf5.session import (
     superblock_sizes,
 )
 from virtualizarr_fill.hdf5.walk import ObjectNames, SkippedLinkWarning, Walker, member_names
+from virtualizarr_fill.io.urls import normalize_url
 from virtualizarr_fill.manifests import FileManifestStore
 
 DEFAULT_MAX_INLINE_BYTES = 64 * 1024 * 1024
@@ -167,7 +167,7 @@ class HDF5Parser:
 
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """Parse the file at ``url`` (resolved through ``registry``) into a ManifestStore."""
-        url = validate_and_normalize_path_to_uri(url)
+        url = normalize_url(url)
         session = FileSession(registry, self.reader_options, self.external_files, main_url=url)
         root: GroupNode | None = None
         try:

@@ -32,7 +32,8 @@ from virtualizarr_fill.hdf5.format.vlen_descriptors import (
     from_bytes,
 )
 from virtualizarr_fill.hdf5.reader import HDF5File, open_h5py
-from virtualizarr_fill.io.files import StoreFile, resolve
+from virtualizarr_fill.io.files import StoreFile
+from virtualizarr_fill.io.registries import resolve
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: libhdf5's default limit on soft and external links followed in one lookup.

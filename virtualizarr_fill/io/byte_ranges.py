@@ -1,13 +1,12 @@
 """Byte ranges of the files a manifest points into, read with few calls.
 
 A manifest's chunks are ``(url, offset, length)`` references resolved through an
-obspec-utils ``ObjectStoreRegistry``. :func:`resolve` finds each file's store and path
-once per registry (not once per chunk), and :func:`get_ranges` reads several ranges of
-one file at once: obstore's ``get_ranges`` (which coalesces nearby ranges on object
-stores), or, for a few ranges of a local file, ``os.pread`` (obstore answers every
-``LocalStore`` call on its runtime's worker threads, which costs more than reading a
-small range). :func:`read_into` and :func:`read_at` fill a caller's buffer from a local
-file directly.
+obspec-utils ``ObjectStoreRegistry`` (:func:`virtualizarr_fill.io.registries.resolve`);
+:func:`get_ranges` reads several ranges of one file at once: obstore's ``get_ranges``
+(which coalesces nearby ranges on object stores), or, for a few ranges of a local file,
+``os.pread`` (obstore answers every ``LocalStore`` call on its runtime's worker threads,
+which costs more than reading a small range). :func:`read_into` and :func:`read_at` fill
+a caller's buffer from a local file directly.
 """
 
 from __future__ import annotations
@@ -15,46 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import weakref
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlparse
 
-from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
-
-
-def _path_in_store(store: Any, url: str) -> str:
-    """The object's path inside ``store`` (``ManifestStore.get``'s rule, store prefix removed)."""
-    path = urlparse(url).path
-    if getattr(store, "prefix", None):
-        prefix = str(store.prefix).lstrip("/")
-    elif hasattr(store, "url"):
-        prefix = urlparse(store.url).path.lstrip("/")
-    else:
-        prefix = ""
-    return path.lstrip("/").removeprefix(prefix).lstrip("/")
-
-
-# Per registry (held weakly), the resolved (store, path) of each file URL: a read resolves
-# its file once, not once per chunk.
-_resolved: weakref.WeakKeyDictionary[ObjectStoreRegistry, dict[str, tuple[Any, str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def resolve(registry: ObjectStoreRegistry, url: str) -> tuple[Any, str]:
-    known = _resolved.get(registry)
-    if known is None:
-        known = _resolved.setdefault(registry, {})
-    found = known.get(url)
-    if found is None:
-        store, _ = registry.resolve(url)
-        if not store:
-            raise ValueError(f"Could not find a store to use for {url} in the store registry")
-        found = known[url] = (store, _path_in_store(store, url))
-    return found
-
 
 #: Most byte ranges of one read that :func:`get_ranges` reads from a local file itself;
 #: obstore's own loop over more is quicker than ours in Python.
@@ -187,5 +150,4 @@ __all__ = [
     "local_descriptor",
     "read_at",
     "read_into",
-    "resolve",
 ]

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Buffer, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from virtualizarr_fill.errors import StoreReadError, UnregisteredURLError
+from virtualizarr_fill.errors import StoreReadError
 from virtualizarr_fill.io.deadlines import (
     DEFAULT_PARSE_DEADLINE,
     Deadline,
@@ -45,24 +45,6 @@ class RequestStats:
 
     requests: int = 0
     bytes_read: int = 0
-
-
-def normalize_url(url: str) -> str:
-    """``url`` with a percent-encoded ``file://`` path decoded, other URLs unchanged.
-
-    ``Path.as_uri()`` (which VirtualiZarr applies to bare paths) encodes characters such
-    as ``+`` as ``%2B``, but local stores look paths up literally: parsers open, and
-    write into manifests, the decoded form. A raw path that exists as written (a
-    directory named ``100%cotton``) is kept.
-    """
-    if url.startswith("file://") and "%" in url:
-        import os
-        from urllib.parse import unquote
-
-        raw = url[len("file://") :]
-        if not os.path.exists(raw):
-            return "file://" + unquote(raw)
-    return url
 
 
 class StoreFile(io.RawIOBase):
@@ -340,26 +322,6 @@ class StoreFile(io.RawIOBase):
         return f"StoreFile({self.store!r}, {self.path!r})"
 
 
-def resolve(registry: Any, url: str) -> tuple[Any, str]:
-    """The store and path of ``url`` in an obspec-utils ``ObjectStoreRegistry``.
-
-    Raises :class:`UnregisteredURLError` listing the registered prefixes (the
-    registry's own error names only the URL).
-    """
-    try:
-        store, path = registry.resolve(url)
-    except ValueError as error:
-        if "Could not find an ObjectStore" not in str(error):
-            raise
-        keys = getattr(registry, "map", {})
-        listed = ", ".join(f"{k.scheme}://{k.netloc}" for k in keys) or "none"
-        raise UnregisteredURLError(
-            f"{url}: no store in the registry resolves it (registered: {listed}); "
-            "register one, e.g. ObjectStoreRegistry({'s3://bucket': S3Store('bucket')})"
-        ) from None
-    return store, path
-
-
 def store_read_error(
     error: BaseException, name: str, start: int, length: int, store: Any = None
 ) -> StoreReadError | None:
@@ -399,91 +361,11 @@ def _is_range_refusal(error: StoreReadError) -> bool:
     return "416" in text or "invalidrange" in text or "range was invalid" in text
 
 
-class CountingStore:
-    """Wrap an obstore/obspec store and count the requests and bytes read through it.
-
-    Used to measure any parser (ours or another) the same way. obspec-utils'
-    ``TracingReadableStore`` records a ranged ``get`` as a read of the whole object,
-    which overstates bytes for header reads; this wrapper reads the served range.
-    Thread-safe; picklable when the wrapped store is.
-    """
-
-    def __init__(self, store: Any) -> None:
-        import threading
-
-        self.store = store
-        self.stats = RequestStats()
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"store": self.store, "stats": self.stats}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["store"])  # type: ignore[misc]
-        self.stats = state["stats"]
-
-    def _count(self, requests: int, nbytes: int) -> None:
-        with self._lock:
-            self.stats.requests += requests
-            self.stats.bytes_read += nbytes
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
-
-    @staticmethod
-    def _served(result: Any) -> int:
-        start, end = result.range
-        return int(end) - int(start)
-
-    def get(self, path: str, *, options: Any = None) -> Any:
-        result = self.store.get(path, options=options)
-        self._count(1, self._served(result))
-        return result
-
-    async def get_async(self, path: str, *, options: Any = None) -> Any:
-        result = await self.store.get_async(path, options=options)
-        self._count(1, self._served(result))
-        return result
-
-    def get_range(self, path: str, **kwargs: Any) -> Any:
-        data = self.store.get_range(path, **kwargs)
-        self._count(1, len(memoryview(data)))
-        return data
-
-    async def get_range_async(self, path: str, **kwargs: Any) -> Any:
-        data = await self.store.get_range_async(path, **kwargs)
-        self._count(1, len(memoryview(data)))
-        return data
-
-    def get_ranges(self, path: str, **kwargs: Any) -> Any:
-        data = self.store.get_ranges(path, **kwargs)
-        self._count(len(data), sum(len(memoryview(d)) for d in data))
-        return data
-
-    async def get_ranges_async(self, path: str, **kwargs: Any) -> Any:
-        data = await self.store.get_ranges_async(path, **kwargs)
-        self._count(len(data), sum(len(memoryview(d)) for d in data))
-        return data
-
-    def head(self, path: str) -> Any:
-        self._count(1, 0)
-        return self.store.head(path)
-
-    async def head_async(self, path: str) -> Any:
-        self._count(1, 0)
-        return await self.store.head_async(path)
-
-    def __repr__(self) -> str:
-        return f"CountingStore({self.store!r})"
-
-
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
-    "DEFAULT_PARSE_DEADLINE",
-    "normalize_url",
-    "store_read_error",
     "DEFAULT_FIRST_REQUEST",
-    "CountingStore",
+    "DEFAULT_PARSE_DEADLINE",
     "RequestStats",
     "StoreFile",
+    "store_read_error",
 ]

@@ -6,10 +6,11 @@ The parsers check every structure they can before a C library follows it (see
 docs/reliability.md), but libhdf5 and the C codecs remain native code reading untrusted
 bytes: a check that misses one case can still end in a segmentation fault. Batch jobs
 over files from elsewhere run each parse here. The command-line tool does
-(``virtualizarr-fill build``); from Python, :func:`open_virtual_datasets` opens many
-files this way, and :func:`isolated_map` runs any picklable function::
+(``virtualizarr-fill build``); from Python,
+:func:`~virtualizarr_fill.formats.open_virtual_datasets` opens many files this way, and
+:func:`isolated_map` runs any picklable function::
 
-    from virtualizarr_fill.isolation import open_virtual_datasets
+    from virtualizarr_fill.formats import open_virtual_datasets
 
     for outcome in open_virtual_datasets(urls, workers=4):
         if outcome.ok:
@@ -332,67 +333,10 @@ def _picklable(error: BaseException) -> BaseException:
     return error
 
 
-# -- opening datasets --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _OpenDataset:
-    """``open_virtual_dataset`` of one URL with a fixed parser and registry (picklable)."""
-
-    parser: Any
-    registry: Any
-    options: dict[str, Any]
-
-    def __call__(self, url: str) -> Any:
-        from virtualizarr import open_virtual_dataset
-
-        registry = self.registry
-        if registry is None:
-            from virtualizarr_fill.cli._inputs import registry_for
-
-            registry = registry_for([url])
-        return open_virtual_dataset(url, registry=registry, parser=self.parser, **self.options)
-
-
-def open_virtual_datasets(
-    urls: Iterable[str],
-    *,
-    parser: Any = None,
-    registry: Any = None,
-    workers: int = 2,
-    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
-    timeout: float | None = None,
-    tasks_per_worker: int | None = None,
-    **options: Any,
-) -> list[Outcome[str, Any]]:
-    """:func:`virtualizarr.open_virtual_dataset` of every URL, each in a worker process
-    (:func:`isolated_map`), in the order of ``urls``.
-
-    ``parser`` defaults to :class:`~virtualizarr_fill.formats.AutoParser`; ``registry``
-    (picklable, as obstore's stores are) to stores built from each URL as the
-    command-line tool builds them; ``options`` go to ``open_virtual_dataset``.
-    """
-    if parser is None:
-        from virtualizarr_fill.formats import AutoParser
-
-        parser = AutoParser()
-    urls = list(urls)
-    outcomes = isolated_map(
-        _OpenDataset(parser, registry, options),
-        urls,
-        workers=min(workers, max(len(urls), 1)),
-        memory_limit=memory_limit,
-        timeout=timeout,
-        tasks_per_worker=tasks_per_worker,
-    )
-    return sorted(outcomes, key=lambda outcome: outcome.index)
-
-
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
     "Outcome",
     "cap_address_space",
     "default_context",
     "isolated_map",
-    "open_virtual_datasets",
 ]

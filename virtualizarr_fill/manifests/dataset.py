@@ -117,8 +117,9 @@ def _referenced_values(store: ManifestStore, array: ManifestArray) -> np.ndarray
     """The values of a one-chunk array of plain numbers whose chunk is a reference into
     a file (a netCDF coordinate stored contiguously), read with one ranged read; None
     for other arrays."""
-    from virtualizarr_fill.io.byte_ranges import get_ranges, resolve
+    from virtualizarr_fill.io.byte_ranges import get_ranges
     from virtualizarr_fill.io.files import store_read_error
+    from virtualizarr_fill.io.registries import resolve
 
     stored = _plain_dtype(array)
     if stored is None:

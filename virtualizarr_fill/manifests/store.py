@@ -36,8 +36,8 @@ from virtualizarr.manifests.utils import parse_manifest_index
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from virtualizarr_fill.io.byte_ranges import resolve
 from virtualizarr_fill.io.files import store_read_error
+from virtualizarr_fill.io.registries import resolve
 from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, codec_edges
 
 if TYPE_CHECKING:

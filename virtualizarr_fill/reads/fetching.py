@@ -22,8 +22,9 @@ from typing import Any, NoReturn
 from obstore.store import LocalStore, MemoryStore
 
 from virtualizarr_fill.errors import StoreReadError
-from virtualizarr_fill.io.byte_ranges import get_ranges, resolve
+from virtualizarr_fill.io.byte_ranges import get_ranges
 from virtualizarr_fill.io.files import store_read_error
+from virtualizarr_fill.io.registries import resolve
 from virtualizarr_fill.manifests import upstream
 from virtualizarr_fill.reads.planning import ReadPlan
 

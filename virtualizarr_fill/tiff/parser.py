@@ -47,13 +47,9 @@ from virtualizarr.manifests import ManifestGroup, ManifestStore
 
 from virtualizarr_fill.assemble.time_stack import TimeSource
 from virtualizarr_fill.errors import CorruptFileError, NotATiffError, VirtualizarrFillError
-from virtualizarr_fill.io.files import (
-    DEFAULT_FIRST_REQUEST,
-    DEFAULT_PARSE_DEADLINE,
-    StoreFile,
-    normalize_url,
-    resolve,
-)
+from virtualizarr_fill.io.files import DEFAULT_FIRST_REQUEST, DEFAULT_PARSE_DEADLINE, StoreFile
+from virtualizarr_fill.io.registries import resolve
+from virtualizarr_fill.io.urls import normalize_url
 from virtualizarr_fill.manifests import FileManifestStore
 from virtualizarr_fill.tiff.file_groups import (
     multiscale_group,
