@@ -29,8 +29,9 @@ import virtualizarr_fill
 from fixtures import make_gdal_features
 from tests._manifest_builders import icechunk_repo
 from virtualizarr_fill.multiscales.conventions import check_description
-from virtualizarr_fill.multiscales.stores import combine_multiscales, multiscales_to_kerchunk
+from virtualizarr_fill.multiscales.stores import combine_multiscales
 from virtualizarr_fill.tiff import TIFFParser
+from virtualizarr_fill.writers.kerchunk_multiscales import multiscales_to_kerchunk
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 PARSER = TIFFParser(overviews="multiscales")

@@ -20,15 +20,11 @@ from virtualizarr import open_virtual_dataset
 
 from fixtures import make_gdal_features
 from tests._manifest_builders import kerchunk_read
-from virtualizarr_fill.assemble.time_stack import (
-    TimeCoordinateError,
-    TimeSource,
-    parse_time,
-    stack_by_time,
-)
+from virtualizarr_fill.assemble.time_stack import stack_by_time
 from virtualizarr_fill.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, main
 from virtualizarr_fill.multiscales.conventions import check_description
 from virtualizarr_fill.tiff import TIFFParser
+from virtualizarr_fill.tiff.scene_time import TimeCoordinateError, TimeSource, parse_time
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 UTC = dt.UTC

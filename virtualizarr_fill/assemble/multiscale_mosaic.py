@@ -20,8 +20,7 @@ from virtualizarr_fill.assemble.mosaic import combine_tiles, tile_grid
 from virtualizarr_fill.assemble.parts import FilePart, file_part
 from virtualizarr_fill.assemble.placement import Overlap, X, Y
 from virtualizarr_fill.errors import IncompatibleArraysError, VirtualizarrFillError
-from virtualizarr_fill.multiscales.conventions import Level, describe
-from virtualizarr_fill.tiff.pyramid import MASK_VARIABLE
+from virtualizarr_fill.multiscales.conventions import MASK_VARIABLE, Level, describe
 
 if TYPE_CHECKING:
     import xarray as xr

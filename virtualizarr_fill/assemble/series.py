@@ -35,8 +35,8 @@ from virtualizarr.manifests import ManifestArray
 from virtualizarr_fill.assemble.attributes import common_attributes, recording_dropped
 from virtualizarr_fill.assemble.parts import FilePart
 from virtualizarr_fill.errors import IncompatibleArraysError
-from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES, combining_variable
+from virtualizarr_fill.manifests.fill_attributes import with_array_fill_attributes
 
 
 def _names(parts: Sequence[FilePart], indices: Sequence[int], limit: int = 3) -> str:

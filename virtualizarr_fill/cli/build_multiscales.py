@@ -106,7 +106,7 @@ def _write(
     overwrite: bool,
     record: BuildRecord,
 ) -> str:
-    from virtualizarr_fill.multiscales.stores import multiscales_to_kerchunk
+    from virtualizarr_fill.writers.kerchunk_multiscales import multiscales_to_kerchunk
 
     tree = tree.copy()
     tree.attrs[RECORD_KEY] = record.to_attribute()

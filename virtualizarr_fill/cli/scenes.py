@@ -23,7 +23,7 @@ def check_scene_arguments(args: argparse.Namespace) -> None:
     time_from = getattr(args, "time_from", None)
     if time_from is None:
         return
-    from virtualizarr_fill.assemble.time_stack import TIME, TimeSource
+    from virtualizarr_fill.tiff.scene_time import TIME, TimeSource
 
     try:
         TimeSource.parse(time_from)

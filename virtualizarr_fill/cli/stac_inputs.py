@@ -140,7 +140,7 @@ def _stored_with_decoded_time(dataset: xr.Dataset) -> xr.Dataset:
     """``dataset`` with its time coordinate decoded, as the stored one is opened."""
     import xarray as xr
 
-    from virtualizarr_fill.assemble.time_stack import TIME
+    from virtualizarr_fill.tiff.scene_time import TIME
 
     decoded = xr.decode_cf(xr.Dataset(coords={TIME: dataset[TIME].variable}))
     return dataset.assign_coords({TIME: decoded[TIME]})
@@ -148,7 +148,6 @@ def _stored_with_decoded_time(dataset: xr.Dataset) -> xr.Dataset:
 
 def command_build_stac(args: argparse.Namespace) -> int:
     """``build --stac``: see the module docstring."""
-    from virtualizarr_fill.assemble.time_stack import TIME
     from virtualizarr_fill.cli._combine import Plan, check_append
     from virtualizarr_fill.cli._destinations import Destination
     from virtualizarr_fill.cli._parse import parser_from_options, parser_options
@@ -160,6 +159,7 @@ def command_build_stac(args: argparse.Namespace) -> int:
         _Parsed,
         _refuse_known,
     )
+    from virtualizarr_fill.tiff.scene_time import TIME
 
     started = time.perf_counter()
     destination = Destination.parse(args.out)

@@ -65,6 +65,9 @@ SPATIAL_DIMENSIONS = ("y", "x")
 # An asset path: relative, no empty segment, no "..".
 _ASSET = re.compile(r"^(?!/)(?!.*\.\.)[^/]+(/[^/]+)*$")
 
+#: The name of each level's mask variable.
+MASK_VARIABLE = "mask"
+
 
 @dataclass(frozen=True)
 class Level:
@@ -261,6 +264,7 @@ def _check_scaled(
 
 
 __all__ = [
+    "MASK_VARIABLE",
     "MULTISCALES_CONVENTION",
     "SPATIAL_CONVENTION",
     "SPATIAL_DIMENSIONS",

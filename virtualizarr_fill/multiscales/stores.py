@@ -12,26 +12,23 @@ the multiscales convention (:mod:`virtualizarr_fill.multiscales.conventions`).
 Icechunk stores take the tree as it is (``virtualizarr_fill.to_icechunk(tree, store)``;
 read it back with ``virtualizarr_fill.open_icechunk_datatree``, or one level with
 ``open_icechunk(location, group="0")``);
-VirtualiZarr writes kerchunk references of datasets only, so :func:`multiscales_to_kerchunk` writes
-each level's references under its group name, with the group's attributes.
+kerchunk references are written by
+:func:`virtualizarr_fill.writers.kerchunk_multiscales.multiscales_to_kerchunk`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from virtualizarr_fill.errors import (
     IncompatibleArraysError,
     UnsupportedFeatureError,
     VirtualizarrFillError,
 )
-from virtualizarr_fill.multiscales.conventions import Level, describe, levels_of
-from virtualizarr_fill.tiff.pyramid import MASK_VARIABLE
+from virtualizarr_fill.multiscales.conventions import MASK_VARIABLE, Level, describe, levels_of
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -191,51 +188,6 @@ def _combined_level(
     ) from None
 
 
-def multiscales_to_kerchunk(
-    tree: xr.DataTree,
-    target: str | Path | None = None,
-    *,
-    format: Literal["dict", "json", "parquet"] = "dict",
-) -> dict[str, Any] | None:
-    """Kerchunk references (Zarr format 3) of a virtual multiscale tree: each level's
-    references under its group name, the root group with the tree's attributes.
-
-    ``format="dict"`` returns the references; ``"json"`` and ``"parquet"`` write them to
-    ``target`` (a file, or a directory for parquet).
-    """
-    if format == "parquet":
-        if target is None:
-            raise ValueError("format='parquet' needs a target path")
-        from virtualizarr_fill.writers.kerchunk import write_kerchunk_parquet_v3_groups
-
-        levels: dict[str, xr.Dataset] = {}
-        for name in levels_of(tree.attrs):  # type: ignore[arg-type]
-            levels[name] = tree[name].to_dataset()
-            levels[name].attrs = dict(tree[name].attrs)
-        # fsspec's parquet reader needs format 3 references laid out as that module does
-        write_kerchunk_parquet_v3_groups(
-            {str(k): v for k, v in tree.attrs.items()}, levels, str(target)
-        )
-        return None
-    refs: dict[str, Any] = {
-        "zarr.json": json.dumps(
-            {"zarr_format": 3, "node_type": "group", "attributes": dict(tree.attrs)}
-        )
-    }
-    for name in levels_of(tree.attrs):  # type: ignore[arg-type]
-        level = tree[name].to_dataset()
-        level.attrs = dict(tree[name].attrs)
-        level_refs = level.vz.to_kerchunk(format="dict", zarr_format=3)["refs"]  # type: ignore[call-overload]
-        refs.update({f"{name}/{key}": value for key, value in level_refs.items()})
-    document = {"version": 1, "refs": refs}
-    if format == "dict":
-        return document
-    if target is None:
-        raise ValueError(f"format={format!r} needs a target path")
-    Path(target).write_text(json.dumps(document))
-    return None
-
-
 def multiscale_levels(store: Any, group: str | None = None) -> list[str] | None:
     """The level names of the multiscale group at ``group`` (the root by default) of a
     Zarr format 3 store, or ``None`` when it is not one (or not a group)."""
@@ -251,4 +203,4 @@ def multiscale_levels(store: Any, group: str | None = None) -> list[str] | None:
         return None
 
 
-__all__ = ["combine_multiscales", "common_levels", "multiscale_levels", "multiscales_to_kerchunk"]
+__all__ = ["combine_multiscales", "common_levels", "multiscale_levels"]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from virtualizarr_fill.assemble.time_stack import TIME, TIME_ATTRIBUTES, stack_by_time
+from virtualizarr_fill.assemble.time_stack import stack_by_time
 from virtualizarr_fill.stac.items import (
     GroupBy,
     Scene,
@@ -37,6 +37,7 @@ from virtualizarr_fill.stac.items import (
     read_items,
     scenes_of,
 )
+from virtualizarr_fill.tiff.scene_time import TIME, TIME_ATTRIBUTES
 
 if TYPE_CHECKING:
     import pystac

@@ -19,13 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from virtualizarr.manifests import ManifestArray, ManifestGroup
 
-from virtualizarr_fill.assemble.time_stack import (
-    TIME,
-    TIME_ATTRIBUTES,
-    TimeSource,
-    scene_time,
-    time_value,
-)
 from virtualizarr_fill.errors import CorruptFileError
 from virtualizarr_fill.io.files import StoreFile
 from virtualizarr_fill.report import ArrayReport, collecting, record_array
@@ -48,6 +41,13 @@ from virtualizarr_fill.tiff.arrays import (
     manifest_group,
 )
 from virtualizarr_fill.tiff.image_descriptions import ImageDescription
+from virtualizarr_fill.tiff.scene_time import (
+    TIME,
+    TIME_ATTRIBUTES,
+    TimeSource,
+    scene_time,
+    time_value,
+)
 from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
 from virtualizarr_fill.zarr_model.metadata import json_copy
 

@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Literal
 import tifffile
 from virtualizarr.manifests import ManifestGroup, ManifestStore
 
-from virtualizarr_fill.assemble.time_stack import TimeSource
 from virtualizarr_fill.errors import CorruptFileError, NotATiffError, VirtualizarrFillError
 from virtualizarr_fill.io.files import DEFAULT_FIRST_REQUEST, DEFAULT_PARSE_DEADLINE, StoreFile
 from virtualizarr_fill.io.registries import resolve
@@ -65,6 +64,7 @@ from virtualizarr_fill.tiff.image_groups import (
     source_name,
     with_time,
 )
+from virtualizarr_fill.tiff.scene_time import TimeSource
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry

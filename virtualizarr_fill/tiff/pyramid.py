@@ -26,14 +26,12 @@ from zarr.codecs import TransposeCodec
 
 from virtualizarr_fill.codecs.crop import CropCodec
 from virtualizarr_fill.errors import UnsupportedFeatureError
-from virtualizarr_fill.multiscales.conventions import Level, describe
+from virtualizarr_fill.multiscales.conventions import MASK_VARIABLE, Level, describe
 from virtualizarr_fill.tiff.arrays import manifest_group
 
 if TYPE_CHECKING:
     from virtualizarr.manifests import ManifestArray, ManifestGroup
 
-#: The name of each level's mask variable.
-MASK_VARIABLE = "mask"
 #: The GDAL metadata item (IMAGE_STRUCTURE domain) naming the overviews' resampling.
 RESAMPLING_ITEM = "IMAGE_STRUCTURE:OVERVIEW_RESAMPLING"
 

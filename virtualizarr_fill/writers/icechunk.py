@@ -30,7 +30,6 @@ from zarr.core.metadata.v3 import ArrayV3Metadata, RectilinearChunkGridMetadata
 from zarr.core.sync import sync
 
 from virtualizarr_fill.errors import IncompatibleArraysError, UnsupportedFeatureError
-from virtualizarr_fill.fill.attributes import with_array_fill_attributes
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES
 from virtualizarr_fill.fill.encoding import (
     EncodingConflictError,
@@ -38,6 +37,7 @@ from virtualizarr_fill.fill.encoding import (
     encoding_difference,
 )
 from virtualizarr_fill.manifests import upstream
+from virtualizarr_fill.manifests.fill_attributes import with_array_fill_attributes
 from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 from virtualizarr_fill.zarr_model.chunk_grids import chunk_grid, codec_edges, is_rectilinear
 from virtualizarr_fill.zarr_model.merges import concatenation_metadata

@@ -20,7 +20,7 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
 from virtualizarr_fill.errors import UnsupportedFeatureError
-from virtualizarr_fill.fill.attributes import with_array_fill_attributes
+from virtualizarr_fill.manifests.fill_attributes import with_array_fill_attributes
 from virtualizarr_fill.writers.kerchunk_parquet import (
     kerchunk_refs_v3_for_parquet,
     parquet_categorical_threshold,
