@@ -135,7 +135,7 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         ops=({"op": "flip", "pos": 5, "bit": 2},),  # first-IFD offset moved off the IFD
         outcome=EXCEPTION,
         error_classes=("IndexError",),
-        places=(("tiff/file_layouts.py", "select_page"),),
+        places=(("tiff/file_groups.py", "select_page"),),
     ),
     KnownBug(
         id="tiff-inlined-arrays-unbounded",
@@ -148,8 +148,8 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         error_classes=("MemoryError",),
         places=(
             ("tiff/geo.py", "pixel_centres"),
-            ("tiff/single_image.py", "coordinate_arrays"),
-            ("tiff/single_image.py", "inlined_array"),
+            ("tiff/image_groups.py", "coordinate_arrays"),
+            ("tiff/image_groups.py", "inlined_array"),
         ),
     ),
     KnownBug(
@@ -350,8 +350,8 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         error_classes=("ValueError", "TypeError", "RuntimeError", "OverflowError", "KeyError"),
         places=(
             ("hdf5/dtypes.py", "plan_dtype"),
-            ("zarr_metadata.py", "_cached_data_type"),
-            ("zarr_metadata.py", "zarr_data_type"),
+            ("zarr_model/metadata.py", "_cached_data_type"),
+            ("zarr_model/metadata.py", "zarr_data_type"),
             ("fill/cast.py", "_default_fill_value"),
             ("hdf5/contiguous_manifest.py", "contiguous_manifest"),
             ("hdf5/chunked_manifest.py", "chunked_manifest"),

@@ -44,7 +44,7 @@ _NOT_SUGGESTIONS = {
     ("manifests/array.py", "shape"): "ManifestArray repr",
     ("manifests/array.py", "dtype"): "ManifestArray repr",
     ("manifests/array.py", "chunks"): "ManifestArray repr",
-    ("tiff/file_layouts.py", "page"): "a variable label, band_data[page=N]",
+    ("tiff/file_groups.py", "page"): "a variable label, band_data[page=N]",
     ("manifests/array.py", "axis"): "np.concatenate's axis, which the message refuses",
     ("stac/open.py", "join"): "matches xarray's alignment error, not a message of ours",
     ("assemble/collecting.py", "band"): "a dimension name for xarray's .isel(band=...)",

@@ -8,7 +8,7 @@
 * :func:`multiscale_group`: the first pyramid as multiscale levels (:mod:`.pyramid`).
 
 The IFD chain is walked with a cycle check and a budget (:mod:`.chain`); each image's
-group is built by :mod:`.single_image`.
+group is built by :mod:`.image_groups`.
 """
 
 from __future__ import annotations
