@@ -31,7 +31,8 @@ def normalize_url(url: str) -> str:
     if not urlparse(url).scheme:
         if not os.path.isabs(url):
             raise ValueError(
-                f"paths in the manifest must be absolute posix paths or URIs, but got {url}"
+                f"{url}: a relative path; the parsers take an absolute path or a URL "
+                "(open_virtual_dataset makes a relative path absolute)"
             )
         url = "file://" + os.path.normpath(url)
     if url.startswith("file://") and "%" in url:
