@@ -2,8 +2,8 @@
 
 Each file is parsed with ``TIFFParser(time_from=SPEC)``, which gives its dataset a
 ``time`` dimension of length one and the scene's CF-encoded time (see
-:mod:`virtualizarr_fill.assemble.time_stack`); the files are then combined along ``time`` in time
-order (:func:`virtualizarr_fill.assemble.series.order_parts`). Two scenes of the same
+:mod:`virtualizarr_fill.tiff.scene_time`); the files are then combined along ``time`` in
+time order (:func:`virtualizarr_fill.assemble.series.order_parts`). Two scenes of the same
 time are refused as overlapping, naming both files.
 """
 

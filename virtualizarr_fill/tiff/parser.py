@@ -103,7 +103,7 @@ class TIFFParser:
     time_from
         Where each scene's time comes from: ``"datetime"`` (the DateTime tag),
         ``"metadata:NAME"`` (a GDAL metadata item) or a regular expression searched in
-        the file name (see :mod:`virtualizarr_fill.assemble.time_stack`); the image then has a
+        the file name (see :mod:`virtualizarr_fill.tiff.scene_time`); the image then has a
         leading ``time`` dimension of length one. None (default): no time.
     on_out_of_range
         A nodata value the data type cannot hold (e.g. -10000 on uint8): ``"raise"``
