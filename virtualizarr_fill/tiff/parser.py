@@ -119,16 +119,10 @@ class TIFFParser:
     time_from
         Where each scene's time comes from: ``"datetime"`` (the DateTime tag),
         ``"metadata:NAME"`` (a GDAL metadata item) or a regular expression searched in
-<<<<<<< ours
-        the file name (see :mod:`virtualizarr_fill.assemble.time_stack`); the image then has a
+        the file name (see :mod:`virtualizarr_fill.tiff.scene_time`); the image then has a
         leading ``time`` dimension of length one. Only with ``layout="image"``. None
         (default): no time.
     on_fill_out_of_range
-=======
-        the file name (see :mod:`virtualizarr_fill.tiff.scene_time`); the image then has a
-        leading ``time`` dimension of length one. None (default): no time.
-    on_out_of_range
->>>>>>> theirs
         A nodata value the data type cannot hold (e.g. -10000 on uint8): ``"raise"``
         (default) a :class:`~virtualizarr_fill.errors.FillValueError`, or ``"warn"`` and
         drop it so the file stays readable. The default differs from
