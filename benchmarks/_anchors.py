@@ -43,7 +43,7 @@ for _path in (str(HERE), str(REPO)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import _conformance_worker as worker  # noqa: E402
+from conformance import worker  # noqa: E402
 
 OURS = "virtualizarr-fill"
 BUCKET = "bench-anchors"
@@ -796,6 +796,6 @@ def measure_combine(
 
 
 def constant_manifest_store_str() -> None:
-    """See ``_conformance_worker._constant_manifest_store_str`` (zarr formats the store on
+    """See ``conformance.worker._constant_manifest_store_str`` (zarr formats the store on
     every array open; VirtualiZarr's ``__str__`` renders the whole hierarchy)."""
     worker._constant_manifest_store_str()

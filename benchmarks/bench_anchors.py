@@ -60,9 +60,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _anchors as anchors
-import conformance
 from _anchors import OURS, BenchFile, ParseResult
 from _conformance_worker import EXACT, PARSE_ERROR, correct_outcome
+
+import conformance
 
 READ_TARGET = 1.3
 COMBINE_FILES = ("cog_1000_float32_deflate.tif", "ten_vars_zlib.nc")

@@ -721,7 +721,7 @@ def _unknown_filter(source: Path, target: Path, name: str) -> Path:
     an id no HDF5 filter has (255, of the range libhdf5 reserves for its own filters, so
     that the message keeps its layout; the header's checksum restored): h5py cannot
     read it, and the parser refuses the dataset."""
-    from tests._fuzz_mutations import _put, apply_ops, hdf5_structure
+    from conformance.fuzz.mutations import _put, apply_ops, hdf5_structure
 
     with h5py.File(source, "r") as f:
         header = int(h5py.h5o.get_info(f[name].id).addr)

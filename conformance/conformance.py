@@ -22,7 +22,7 @@ a hang or crash in a C library costs one file. ``virtualizarr-fill`` is measured
 
 Usage::
 
-    python benchmarks/conformance.py [--corpus ../shared/corpus] [--json out.json]
+    python conformance/conformance.py [--corpus ../shared/corpus] [--json out.json]
         [--tools virtual-tiff kerchunk ...] [--timeout 60] [--workers 2]
         [--update-docs docs/features.md]
 """
@@ -30,6 +30,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import multiprocessing
@@ -49,13 +50,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import contextlib
-
-import _conformance_worker as worker
-
 REPO = Path(__file__).resolve().parents[1]
+# The repository root first: run as a script, this file's own folder would otherwise make
+# ``conformance`` name this module rather than the package.
+sys.path.insert(0, str(REPO))
+
+from conformance import worker  # noqa: E402
+
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
 ANCHORS = ("virtual-tiff", "virtualizarr-hdf", "async-hdf5", "kerchunk")
 OURS = "virtualizarr-fill"
@@ -1014,7 +1015,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     names = display_names(rel for _, rel, _ in files)
 
-    command = "python benchmarks/conformance.py" + "".join(
+    command = "python conformance/conformance.py" + "".join(
         f" {a}" for a in (argv if argv is not None else sys.argv[1:])
     )
     report = {

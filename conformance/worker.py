@@ -16,7 +16,6 @@ import contextlib
 import importlib
 import math
 import os
-import sys
 import time
 import traceback
 import warnings
@@ -1240,7 +1239,7 @@ def _origin(error: BaseException) -> str:
     """Where an exception was raised (last frame outside this module)."""
     frames = traceback.extract_tb(error.__traceback__)
     for frame in reversed(frames):
-        if not frame.filename.endswith("_conformance_worker.py"):
+        if Path(frame.filename).resolve() != Path(__file__).resolve():
             return f"raised at {Path(frame.filename).name}:{frame.lineno} ({frame.name})"
     return ""
 
@@ -1268,7 +1267,6 @@ def worker_main(conn: Any, tool_name: str, log_path: str | None, memory_limit: i
     os.dup2(fd, 2)
     if memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import virtualizarr_fill  # noqa: F401  (codec entry points, rectilinear grids)
 
     if tool_name != "native":
