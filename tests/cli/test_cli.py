@@ -540,7 +540,7 @@ def test_build_from_s3(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
     from virtualizarr_fill.cli import _inputs
 
     s3_server.create_bucket("cli-inputs")

@@ -453,7 +453,7 @@ def test_a_missing_object_is_one_readable_line(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
     from virtualizarr_fill.cli import _inputs
 
     s3_server.create_bucket("missing-objects")

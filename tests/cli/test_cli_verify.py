@@ -419,7 +419,7 @@ def test_icechunk_on_s3_from_s3_inputs(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
     from virtualizarr_fill.cli import _inputs
 
     bucket = "verify-inputs"

@@ -33,7 +33,7 @@ from conformance.fuzz.mutations import (
     tiff_structure,
 )
 from conformance.fuzz.worker import BUG_MEMORY, BUG_TIMEOUT, acceptable, run_once
-from tests.servers import S3Server
+from fixtures.servers import S3Server
 from virtualizarr_fill.errors import (
     CorruptFileError,
     NotATiffError,

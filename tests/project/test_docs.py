@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
