@@ -1257,27 +1257,14 @@ def _constant_manifest_store_str() -> None:
         ManifestStore.__str__ = lambda self: f"ManifestStore(<{id(self):#x}>)"  # type: ignore[method-assign]
 
 
-def worker_main(conn: Any, tool_name: str, log_path: str | None, memory_limit: int) -> None:
-    """Serve (path, rel) jobs for one tool over ``conn`` until it is closed."""
-    import resource
-
-    target = log_path or os.devnull
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+def set_up(tool_name: str, log_path: str | None) -> None:
+    """Prepare a worker process for ``tool_name``'s checks (once per process; a process
+    serves one tool): its output goes to ``log_path`` (else nowhere)."""
+    fd = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    if memory_limit:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     import virtualizarr_fill  # noqa: F401  (codec entry points, rectilinear grids)
 
     if tool_name != "native":
         TOOLS[tool_name].setup()
     _constant_manifest_store_str()
-    conn.send({"ready": True})
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        if job is None:
-            return
-        conn.send(run_check(tool_name, job["path"], job["rel"]))
