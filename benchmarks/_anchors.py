@@ -43,7 +43,7 @@ for _path in (str(HERE), str(REPO)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import _conformance_worker as worker  # noqa: E402
+from conformance import worker  # noqa: E402
 
 OURS = "virtualizarr-fill"
 BUCKET = "bench-anchors"
@@ -66,30 +66,20 @@ class BenchFile:
 
 
 def generated_files(workdir: Path) -> list[BenchFile]:
-    """The inputs of ``bench_tiff.py`` and ``bench_hdf5.py``, written once into ``workdir``."""
-    import bench_hdf5
-    import bench_tiff
+    """The generated inputs of ``_inputs.py``, written once into ``workdir``."""
+    import _inputs
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    cog = workdir / "cog_1000_float32_deflate.tif"
-    strips = workdir / "strips_150_rps10.tif"
-    if not cog.exists():
-        bench_tiff.make_cog(cog)
-    if not strips.exists():
-        bench_tiff.make_strips(strips)
-    files = [
-        BenchFile(f"generated/{cog.name}", cog, "tiff"),
-        BenchFile(f"generated/{strips.name}", strips, "tiff"),
+    files = [BenchFile(f"generated/{p.name}", p, "tiff") for p in _inputs.make_tiff_inputs(workdir)]
+    files += [
+        BenchFile(f"generated/{p.name}", p, "hdf5") for p in _inputs.make_hdf5_inputs(workdir)
     ]
-    for path in bench_hdf5.make_inputs(workdir).values():
-        files.append(BenchFile(f"generated/{path.name}", path, "hdf5"))
     return files
 
 
 def corpus_sample(limit: int | None, corpus: Path = CORPUS) -> list[BenchFile]:
     """Corpus TIFF and HDF5 files; with ``limit``, at most that many of each kind, spread
     evenly over the sorted list (so every source of the corpus is represented)."""
-    import conformance
+    from conformance import conformance
 
     by_kind: dict[str, list[BenchFile]] = {"tiff": [], "hdf5": []}
     for path, rel, kind in conformance.corpus_files(corpus):
@@ -199,7 +189,7 @@ class S3Leg:
     counts_at_server = True
 
     def __init__(self, port: int, conn: Any = None) -> None:
-        from tests.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+        from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
         # Only the client side of S3Server is used (store settings, bucket, uploads):
         # the server runs in another process, on ``port``.
@@ -247,9 +237,9 @@ class S3Leg:
 
 
 def _serve_s3(conn: Any) -> None:
-    """Child process: tests/servers.py's moto server with a :class:`RequestCounter` in
+    """Child process: fixtures/servers.py's moto server with a :class:`RequestCounter` in
     front of it, answering "counts" over ``conn`` until told to stop or ``conn`` closes."""
-    from tests.servers import running_s3
+    from fixtures.servers import running_s3
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
     with running_s3() as server:
@@ -316,8 +306,7 @@ def _virtual_tiff(t: Target) -> Any:
     return VirtualTIFF()(t.url, t.registry)
 
 
-# bench_hdf5.py's _ours/_virtualizarr/_async_vz make the same calls but return None; the
-# read and combine measures need the ManifestStore, hence these three.
+# The read and combine measures need the ManifestStore each parse returns.
 def _ours_hdf5(t: Target) -> Any:
     from virtualizarr_fill.hdf5 import HDF5Parser
 
@@ -796,6 +785,6 @@ def measure_combine(
 
 
 def constant_manifest_store_str() -> None:
-    """See ``_conformance_worker._constant_manifest_store_str`` (zarr formats the store on
+    """See ``conformance.worker._constant_manifest_store_str`` (zarr formats the store on
     every array open; VirtualiZarr's ``__str__`` renders the whole hierarchy)."""
     worker._constant_manifest_store_str()

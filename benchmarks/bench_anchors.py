@@ -8,8 +8,8 @@ point (HDF5), kerchunk (``tiff_to_zarr``, ``SingleHdf5ToZarr``), each read
 * from moto's S3 server on loopback, through obstore's ``S3Store`` with the endpoint and
   credentials a user would pass (kerchunk: s3fs with the same endpoint).
 
-Files: the generated inputs of ``bench_tiff.py`` (a COG with overviews, a strip file) and
-``bench_hdf5.py`` (10 netCDF-4 variables; 10,000-chunk files with a B-tree v1 and a paged
+Files: the generated inputs of ``_inputs.py`` (a COG with overviews, a strip file,
+10 netCDF-4 variables; 10,000-chunk files with a B-tree v1 and a paged
 fixed array), plus the TIFF and HDF5 files of the corpus (``--corpus-limit`` per kind;
 the S3 leg uses ``--s3-corpus-limit`` of them).
 
@@ -60,9 +60,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _anchors as anchors
-import conformance
 from _anchors import OURS, BenchFile, ParseResult
-from _conformance_worker import EXACT, PARSE_ERROR, correct_outcome
+
+from conformance import conformance
+from conformance.worker import EXACT, PARSE_ERROR, correct_outcome
 
 READ_TARGET = 1.3
 COMBINE_FILES = ("cog_1000_float32_deflate.tif", "ten_vars_zlib.nc")

@@ -3,7 +3,7 @@
 Compares the package at another commit (``--base``: a directory holding a
 ``virtualizarr_fill`` package, e.g. made with ``git archive <commit> virtualizarr_fill
 | tar -x -C DIR``) with this checkout's, on every HDF5 file of the corpus and the
-synthetic inputs of ``bench_hdf5.py``. One long-lived worker process per tree (imports
+generated HDF5 inputs of ``_inputs.py``. One long-lived worker process per tree (imports
 paid once); per file, ``--rounds`` rounds alternate which tree goes first, each timing
 ``--parses`` parses; a tree's time for the file is the median over rounds of its
 per-round medians. Times are CPU seconds of the worker process, which a loaded machine
@@ -71,7 +71,10 @@ def _files(only: list[str] | None, directory: Path | None = None) -> list[Path]:
         if any(head[at : at + 8] == HDF5_SIGNATURE for at in (0, 512, 1024, 2048)):
             found.append(path)
     if directory is None:
-        found += sorted((REPO_ROOT / "benchmarks" / ".hdf5_inputs").glob("*"))
+        sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+        import _inputs
+
+        found += _inputs.make_hdf5_inputs(REPO_ROOT / "benchmarks" / ".hdf5_inputs")
     if only:
         found = [path for path in found if any(text in str(path) for text in only)]
     return found

@@ -120,7 +120,7 @@ run_pre_releases() {
 run_lint() {
     cd "$ROOT"
     local paths=() path
-    for path in virtualizarr_fill codecs tests examples fixtures benchmarks scripts; do
+    for path in virtualizarr_fill codecs tests examples fixtures benchmarks conformance scripts; do
         [ -e "$path" ] && paths+=("$path")
     done
     "$VENV/bin/ruff" check "${paths[@]}"

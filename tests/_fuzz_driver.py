@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, event, note, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from tests._fuzz_mutations import Mutation
-from tests._fuzz_worker import FuzzWorker, acceptable, reclassify_corrupt_data
+from conformance.fuzz.mutations import Mutation
+from conformance.fuzz.worker import FuzzWorker, acceptable, reclassify_corrupt_data
 from tests._known_bugs import known_bug
 
 #: Per-case bound in the worker process; a case past it is a hang.

@@ -1,7 +1,7 @@
 """Patch one header field of a small HDF5 file and compare the parser with h5py.
 
 Shared by the header tests of ``tests/hdf5/``: a file is written with netCDF4 or h5py,
-one field found by parsing it (``tests._fuzz_mutations.hdf5_structure``) is edited (the
+one field found by parsing it (``conformance.fuzz.mutations.hdf5_structure``) is edited (the
 lookup3 checksum of an edited block restored), and every array the parser keeps must
 equal h5py's read of the same bytes, each other dataset being skipped with one line
 naming the file, the dataset and the problem.
@@ -19,7 +19,7 @@ import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
-from tests._fuzz_mutations import H5Structure, _put, apply_ops, hdf5_structure
+from conformance.fuzz.mutations import H5Structure, _put, apply_ops, hdf5_structure
 from virtualizarr_fill.hdf5 import HDF5Parser, SkippedDatasetWarning
 
 EVERYTHING = ObjectStoreRegistry({"file:///": LocalStore("/")})

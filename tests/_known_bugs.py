@@ -421,7 +421,7 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
 )
 
 #: Structures libhdf5 follows as it finds them (found by the structure-aware mutation
-#: classes of ``tests/_fuzz_mutations.py``); fixed by checking them from their bytes first.
+#: classes of ``conformance/fuzz/mutations.py``); fixed by checking them from their bytes first.
 FIXED_BUGS += (
     KnownBug(
         id="hdf5-group-btree-child-is-its-node",

@@ -12,7 +12,7 @@ import hdf5plugin
 import numpy as np
 import pytest
 
-from tests.servers import S3Server, running_s3
+from fixtures.servers import S3Server, running_s3
 
 # netCDF4, once imported, points HDF5_PLUGIN_PATH at its own filter plugins, which are
 # built against its own copy of libhdf5: h5py loading one of them to write or read a

@@ -540,7 +540,8 @@ def test_build_from_s3(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
+    from virtualizarr_fill.cli import _inputs
     from virtualizarr_fill.io import registries
 
     s3_server.create_bucket("cli-inputs")

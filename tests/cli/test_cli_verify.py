@@ -418,6 +418,8 @@ def test_icechunk_on_s3_from_s3_inputs(
     s3_environment: Any,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
+    from virtualizarr_fill.cli import _inputs
 
     bucket = "verify-inputs"
     s3_environment.create_bucket(bucket)
@@ -710,7 +712,7 @@ def _unknown_filter(source: Path, target: Path, name: str) -> Path:
     an id no HDF5 filter has (255, of the range libhdf5 reserves for its own filters, so
     that the message keeps its layout; the header's checksum restored): h5py cannot
     read it, and the parser refuses the dataset."""
-    from tests._fuzz_mutations import _put, apply_ops, hdf5_structure
+    from conformance.fuzz.mutations import _put, apply_ops, hdf5_structure
 
     with h5py.File(source, "r") as f:
         header = int(h5py.h5o.get_info(f[name].id).addr)

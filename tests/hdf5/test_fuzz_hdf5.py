@@ -4,7 +4,7 @@ Every mutated file must either parse into references that read back exactly what
 reads from the same bytes (datasets the parser skips with a warning are allowed), or be
 refused with a project error naming the file -- never another exception, a crash of
 libhdf5, a hang or a memory blow-up. Every case runs in a worker process
-(``tests/_fuzz_worker.py``): a libhdf5 crash costs one case, not the test session.
+(``conformance/fuzz/worker.py``): a libhdf5 crash costs one case, not the test session.
 
 Mutations target the superblock fields, object-header messages (dataspace dimensions,
 layout addresses and chunk dimensions, datatypes, filters, continuation blocks),
@@ -25,14 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests._fuzz_driver import (
-    FUZZ_SETTINGS,
-    HypothesisChooser,
-    judge,
-    judge_truncations,
-    worker_session,
-)
-from tests._fuzz_mutations import (
+from conformance.fuzz.mutations import (
     HDF5_GENERATORS,
     Mutation,
     RandomChooser,
@@ -40,7 +33,14 @@ from tests._fuzz_mutations import (
     hdf5_mutation,
     hdf5_structure,
 )
-from tests._fuzz_worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
+from conformance.fuzz.worker import BUG_MEMORY, FuzzWorker, acceptable, run_once
+from tests._fuzz_driver import (
+    FUZZ_SETTINGS,
+    HypothesisChooser,
+    judge,
+    judge_truncations,
+    worker_session,
+)
 from tests._known_bugs import known_bug
 
 pytestmark = pytest.mark.corpus

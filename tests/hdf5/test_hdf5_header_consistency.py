@@ -27,7 +27,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests._fuzz_mutations import hdf5_structure
+from conformance.fuzz.mutations import hdf5_structure
 from tests._hdf5_header_patch import (
     EVERYTHING,
     FILL_VALUE,

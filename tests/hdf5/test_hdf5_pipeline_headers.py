@@ -23,7 +23,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests._fuzz_mutations import H5Structure, hdf5_structure
+from conformance.fuzz.mutations import H5Structure, hdf5_structure
 from tests._hdf5_header_patch import (
     FILTERS,
     _equal_or_refused,

@@ -31,7 +31,7 @@ import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
-from tests._fuzz_mutations import apply_ops
+from conformance.fuzz.mutations import apply_ops
 from virtualizarr_fill.hdf5 import HDF5Parser, SkippedDatasetWarning, SkippedLinkWarning
 from virtualizarr_fill.hdf5.session import outside_directory
 from virtualizarr_fill.hdf5.walk import MAX_GROUP_DEPTH
@@ -256,7 +256,7 @@ ISSUE23 = "NCAS-CMS+pyfive/tests/data/issue23_A_contiguous.nc"
 def test_unreadable_dimension_bookkeeping_changes_no_other_variable(
     corpus_dir: Path, tmp_path: Path, ops: list[dict[str, Any]], skipped: str, reason: str
 ) -> None:
-    from tests._fuzz_mutations import hdf5_structure
+    from conformance.fuzz.mutations import hdf5_structure
 
     source = corpus_dir / ISSUE23
     structure = hdf5_structure(str(source))

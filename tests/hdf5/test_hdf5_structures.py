@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests._fuzz_mutations import apply_ops, lookup3
+from conformance.fuzz.mutations import apply_ops, lookup3
 from tests._parse_probe import probe
 
 PYFIVE = "NCAS-CMS+pyfive/tests/data"

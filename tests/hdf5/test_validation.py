@@ -25,15 +25,15 @@ import zarr
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
-from tests._fuzz_mutations import (
+from conformance.fuzz.mutations import (
     TiffStructure,
     _tiff_set_scalar,
     apply_ops,
     hdf5_structure,
     tiff_structure,
 )
-from tests._fuzz_worker import BUG_MEMORY, BUG_TIMEOUT, acceptable, run_once
-from tests.servers import S3Server
+from conformance.fuzz.worker import BUG_MEMORY, BUG_TIMEOUT, acceptable, run_once
+from fixtures.servers import S3Server
 from virtualizarr_fill.errors import (
     CorruptFileError,
     NotATiffError,

@@ -1,6 +1,6 @@
 """Parse deadlines against a stalled object store, and store failures as project errors.
 
-The store is moto's S3 server on loopback behind a proxy (``tests/servers.py``) that
+The store is moto's S3 server on loopback behind a proxy (``fixtures/servers.py``) that
 accepts connections and then never answers. The user's store keeps obstore's default
 settings (30 s a request, retried for up to three minutes): the parse's deadline alone
 must end the parse, with a :class:`StoreReadError` naming the file.
@@ -19,7 +19,7 @@ import pytest
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
-from tests.servers import FaultyProxy, S3Server, faulty_proxy
+from fixtures.servers import FaultyProxy, S3Server, faulty_proxy
 from virtualizarr_fill import HDF5Parser, StoreReadError, TIFFParser
 from virtualizarr_fill.formats import AutoParser
 from virtualizarr_fill.io.deadlines import RETRY_CONFIG

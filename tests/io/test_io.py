@@ -12,7 +12,7 @@ import pytest
 import tifffile
 from obstore.store import LocalStore
 
-from tests.servers import S3Server, faulty_proxy
+from fixtures.servers import S3Server, faulty_proxy
 from virtualizarr_fill import StoreReadError, VirtualizarrFillError
 from virtualizarr_fill.io.files import StoreFile
 

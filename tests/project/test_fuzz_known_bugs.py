@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests._fuzz_mutations import apply_ops
-from tests._fuzz_worker import FuzzWorker, acceptable
+from conformance.fuzz.mutations import apply_ops
+from conformance.fuzz.worker import FuzzWorker, acceptable
 from tests._known_bugs import FIXED_BUGS, KNOWN_BUGS, KnownBug
 
 

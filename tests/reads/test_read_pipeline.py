@@ -34,6 +34,7 @@ from zarr.storage import MemoryStore
 
 import virtualizarr_fill
 from fixtures import make_tiff_fixtures
+from fixtures.servers import S3Server
 from tests._manifest_builders import (
     concat_fixtures,
     concatenate,
@@ -45,7 +46,6 @@ from tests._manifest_builders import (
     tiff_manifest_array,
 )
 from tests._native_references import tifffile_reference
-from tests.servers import S3Server
 from virtualizarr_fill import HDF5Parser, StoreReadError, TIFFParser
 from virtualizarr_fill.reads import PIPELINE_PATH, bytes_decoders, planning, raw_layout, scheduling
 from virtualizarr_fill.reads.pipeline import ManifestCodecPipeline

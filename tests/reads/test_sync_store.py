@@ -31,8 +31,8 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
 from fixtures import make_tiff_fixtures
+from fixtures.servers import S3Server
 from tests._native_references import tifffile_reference
-from tests.servers import S3Server
 from virtualizarr_fill import HDF5Parser, TIFFParser
 
 FUSED = "zarr.core.codec_pipeline.FusedCodecPipeline"

@@ -361,7 +361,7 @@ def test_steps_on_different_grids_are_refused(tmp_path: Path) -> None:
 def test_item_collection_and_folder_of_items_on_s3(
     tmp_path: Path, s3_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
 
     for name, value in {
         "AWS_ENDPOINT_URL": s3_server.endpoint,

@@ -3,7 +3,7 @@
 Every mutated file must either parse into references that read back exactly what
 tifffile reads from the same bytes, or be refused at parse time with a project error
 naming the file -- never another exception, a crash, a hang or a memory blow-up. Cases
-run in a worker process (``tests/_fuzz_worker.py``) so that a crash or a hang in a C
+run in a worker process (``conformance/fuzz/worker.py``) so that a crash or a hang in a C
 decoder costs one case; hypothesis is derandomised, so CI runs the same cases every time.
 
 Verdicts matching a bug listed in ``tests/_known_bugs.py`` (each with its own
@@ -21,15 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests._fuzz_driver import (
-    FUZZ_SETTINGS,
-    HypothesisChooser,
-    judge,
-    judge_truncations,
-    worker_session,
-)
-from tests._fuzz_header_mutations import HEADER_KINDS, header_mutation
-from tests._fuzz_mutations import (
+from conformance.fuzz.header_mutations import HEADER_KINDS, header_mutation
+from conformance.fuzz.mutations import (
     Mutation,
     RandomChooser,
     TiffStructure,
@@ -37,7 +30,14 @@ from tests._fuzz_mutations import (
     tiff_mutation,
     tiff_structure,
 )
-from tests._fuzz_worker import BUG_MEMORY, GDAL_CONVENTION, FuzzWorker, acceptable, run_once
+from conformance.fuzz.worker import BUG_MEMORY, GDAL_CONVENTION, FuzzWorker, acceptable, run_once
+from tests._fuzz_driver import (
+    FUZZ_SETTINGS,
+    HypothesisChooser,
+    judge,
+    judge_truncations,
+    worker_session,
+)
 from tests._known_bugs import known_bug
 
 pytestmark = pytest.mark.corpus
@@ -102,7 +102,7 @@ def _scalar_tag(structure: TiffStructure, code: int) -> Any:
 
 
 def _set_long(structure: TiffStructure, code: int, value: int) -> list[dict[str, Any]]:
-    from tests._fuzz_mutations import _tiff_set_scalar
+    from conformance.fuzz.mutations import _tiff_set_scalar
 
     return _tiff_set_scalar(structure, _scalar_tag(structure, code), value)
 
@@ -147,7 +147,7 @@ def test_huge_dimensions_bounded_in_time_and_memory(
 def test_header_classes_follow_gdal_or_are_refused(
     kind: str, worker: FuzzWorker, corpus_dir: Path, scratch: Path
 ) -> None:
-    """Each TIFF header class (``tests/_fuzz_header_mutations.py``), 3 seeded mutations of
+    """Each TIFF header class (``conformance/fuzz/header_mutations.py``), 3 seeded mutations of
     each small file: no bug, and the class's own outcome shows up (GDAL's reading where
     tifffile differs, or a refusal)."""
     chooser = RandomChooser(random.Random(kind))

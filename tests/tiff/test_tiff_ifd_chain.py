@@ -3,7 +3,7 @@
 A next-IFD pointer that points back into the chain made ``layout="tree"`` and
 ``layout="pages"`` hang with growing memory: tifffile's own loop check never runs
 while pages are stepped through one by one. Each such parse runs in a worker process
-with a timeout and an address-space cap (``tests._fuzz_worker.run_once``), reads every
+with a timeout and an address-space cap (``conformance.fuzz.worker.run_once``), reads every
 array back and compares it with tifffile's decode of the same IFD: the IFDs before the
 loop are read exactly, an ``IFDChainWarning`` names the file, and an IFD past the loop
 asked for by index is refused naming the file.
@@ -21,8 +21,8 @@ import tifffile
 from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
-from tests._fuzz_mutations import Mutation, tiff_structure
-from tests._fuzz_worker import OK, REFUSED, run_once
+from conformance.fuzz.mutations import Mutation, tiff_structure
+from conformance.fuzz.worker import OK, REFUSED, run_once
 from virtualizarr_fill.io.files import StoreFile
 from virtualizarr_fill.tiff import TIFFParser, chain
 

@@ -15,13 +15,13 @@ reader (tifffile, h5py) reading the same bytes:
 
 Usage::
 
-    python -m tests._fuzz_worker FILE [--kind tiff|hdf5] [--options JSON]   # one verdict
-    python -m tests._fuzz_worker --serve     # one verdict per JSON request line on stdin
+    python -m conformance.fuzz.worker FILE [--kind tiff|hdf5] [--options JSON]   # one verdict
+    python -m conformance.fuzz.worker --serve     # one verdict per JSON request line on stdin
 
 The process limits its address space (``--headroom-mb`` above what the imports use) so
 that a header claiming 10**12 elements cannot take the machine's memory with it; the
 peak RSS goes into each verdict. :class:`FuzzWorker` drives a serving process from tests
-and from ``benchmarks/fuzz_long.py``; :func:`run_once` runs one verdict in a fresh process.
+and from ``conformance/fuzz_long.py``; :func:`run_once` runs one verdict in a fresh process.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 OK = "ok-exact"
 REFUSED = "refused"
@@ -107,9 +107,9 @@ def _where(error: BaseException) -> str:
     """The innermost frame in this project (else the innermost frame): file:line function."""
     frames = traceback.extract_tb(error.__traceback__)
     ours = [f for f in frames if "virtualizarr_fill" in f.filename]
-    frame = (ours or frames or [None])[-1]
-    if frame is None:
+    if not frames:
         return ""
+    frame = (ours or frames)[-1]
     name = frame.filename
     if "site-packages/" in name:
         name = name.split("site-packages/", 1)[1]
@@ -152,7 +152,7 @@ def _parser(kind: str, options: dict[str, Any]) -> Any:
 
 
 def _guess_kind(path: str) -> str:
-    from tests._fuzz_mutations import TIFF_SUFFIXES, file_kind
+    from conformance.fuzz.mutations import TIFF_SUFFIXES, file_kind
 
     kind = file_kind(path)
     if kind in ("tiff", "hdf5"):
@@ -322,7 +322,7 @@ def tifffile_image(path: str, ifd: int | list[int]) -> np.ndarray:
 
     with tifffile.TiffFile(path) as tif:
         indices = [ifd] if isinstance(ifd, int) else list(ifd)
-        page = tif.pages[indices[0]]
+        page: Any = tif.pages[indices[0]]
         for sub in indices[1:]:
             page = page.pages[sub]
         data = page.asarray()
@@ -339,11 +339,11 @@ def tifffile_stack(path: str, count: int) -> np.ndarray:
     are taken by index, never by iterating the chain, which may loop."""
     import tifffile
 
-    stacked = []
+    stacked: list[np.ndarray] = []
     with tifffile.TiffFile(path) as tif:
         index = 0
         while len(stacked) < count:
-            page = tif.pages[index]
+            page: Any = tif.pages[index]
             if not (page.is_reduced or page.is_mask):
                 stacked.append(tifffile_image(path, index))
             index += 1
@@ -403,7 +403,7 @@ def _follows_gdal(path: str, ifd: int | list[int], array: Any) -> bool:
     if not isinstance(ifd, int) or array.ndim != 3:
         return False  # rasterio opens main-chain IFDs only
     with tifffile.TiffFile(path) as tif:
-        page = tif.pages[ifd]
+        page: Any = tif.pages[ifd]
         zero = any(
             int(o) == 0 or int(n) == 0
             for o, n in zip(page.dataoffsets, page.databytecounts, strict=False)
@@ -629,7 +629,7 @@ def _compressed_ranges(original: str, kind: str) -> list[tuple[int, int]]:
     """(start, length) of the compressed data of ``original``: the segments of its first
     TIFF image, or the stored chunks of its HDF5 datasets that have filters."""
     if kind == "tiff":
-        from tests._fuzz_mutations import tiff_structure
+        from conformance.fuzz.mutations import tiff_structure
 
         return list(tiff_structure(original).segments)
     if kind != "hdf5":
@@ -728,7 +728,7 @@ def main(argv: list[str]) -> int:
 
 
 def _worker_command(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "tests._fuzz_worker", *extra]
+    return [sys.executable, "-m", "conformance.fuzz.worker", *extra]
 
 
 def _signal_name(returncode: int) -> str:

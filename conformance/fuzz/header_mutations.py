@@ -1,6 +1,6 @@
 """Mutation classes for headers whose every field is valid but whose fields disagree.
 
-Where :mod:`tests._fuzz_mutations` breaks structures (bit flips, truncation, offsets past
+Where :mod:`conformance.fuzz.mutations` breaks structures (bit flips, truncation, offsets past
 the end), these classes write plausible values that contradict another part of the file,
 the kind of header the native readers answer differently or a parser may misread:
 
@@ -23,8 +23,8 @@ parser)
   old form);
 * ``filter-pipeline-count``: the number of filters a pipeline message claims.
 
-Every mutation is a :class:`tests._fuzz_mutations.Mutation` (byte operations replayable with
-``python -m tests._fuzz_mutations``); :func:`header_mutation` makes one of a chosen class.
+Every mutation is a :class:`conformance.fuzz.mutations.Mutation` (byte operations replayable with
+``python -m conformance.fuzz.mutations``); :func:`header_mutation` makes one of a chosen class.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests._fuzz_mutations import (
+from conformance.fuzz.mutations import (
     DATASPACE,
     FILL_VALUE,
     FILTERS,
@@ -269,7 +269,9 @@ def _h5_fill_value_message(path: str, s: H5Structure, c: Chooser) -> tuple[Ops, 
     version = s.data[p]
     if version >= 3:
         flags = s.data[p + 1]
-        fields = [("flags", p + 1, 1, (flags ^ 0x20, flags ^ 0x10, flags | 0xC0, flags ^ 0x03))]
+        fields: list[tuple[str, int, int, tuple[int, ...]]] = [
+            ("flags", p + 1, 1, (flags ^ 0x20, flags ^ 0x10, flags | 0xC0, flags ^ 0x03))
+        ]
         if flags & 0x20 and m.size >= 6:
             size = s.u(p + 2, 4)
             fields.append(("size", p + 2, 4, (0, 1, 3, size + 1, size * 2, 2**31)))
@@ -342,7 +344,7 @@ if __name__ == "__main__":  # pragma: no cover - a look at what a class makes of
     import random
     import sys
 
-    from tests._fuzz_mutations import RandomChooser
+    from conformance.fuzz.mutations import RandomChooser
 
     target = sys.argv[1]
     for kind_name in HEADER_KINDS["tiff" if file_kind(target) == "tiff" else "hdf5"]:

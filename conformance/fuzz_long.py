@@ -1,13 +1,13 @@
 """The long fuzz run (outside CI): structural mutations of every corpus file.
 
-For each TIFF and HDF5 file of the corpus, mutations from ``tests/_fuzz_mutations.py``
+For each TIFF and HDF5 file of the corpus, mutations from ``conformance/fuzz/mutations.py``
 (bit flips, truncation at structural boundaries, swapped tag types, huge counts, offsets
 past the end, dimensions of 10**12, HDF5 superblock and object-header fields with their
-checksums restored) are judged by worker processes (``tests/_fuzz_worker.py``): parse
+checksums restored) are judged by worker processes (``conformance/fuzz/worker.py``): parse
 with the project's parser, read back, compare with tifffile/h5py on the same bytes. A
 crash, a hang or a memory blow-up costs one case, never the run.
 
-The header classes of ``tests/_fuzz_header_mutations.py`` (fields that are valid alone
+The header classes of ``conformance/fuzz/header_mutations.py`` (fields that are valid alone
 but contradict each other: a Predictor on uncompressed data, bit depths an image codec
 cannot produce, zero segment offsets and byte counts, HDF5 dimension scales of another
 length than their dimension, fill-value message sizes and flags, filter counts) are mixed
@@ -18,8 +18,8 @@ Prints the counts per outcome (and refusals per error class) and per mutation cl
 then every distinct bug with the command that reproduces it; ``--json`` keeps all
 verdicts.
 
-    python benchmarks/fuzz_long.py --minutes 10 --workers 2 --seed 0
-    python benchmarks/fuzz_long.py --minutes 12 --classes zero-segment,fill-value-message
+    python conformance/fuzz_long.py --minutes 10 --workers 2 --seed 0
+    python conformance/fuzz_long.py --minutes 12 --classes zero-segment,fill-value-message
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from tests._fuzz_header_mutations import HEADER_KINDS, header_mutation  # noqa: E402
-from tests._fuzz_mutations import (  # noqa: E402
+from conformance.fuzz.header_mutations import HEADER_KINDS, header_mutation  # noqa: E402
+from conformance.fuzz.mutations import (  # noqa: E402
     HDF5_KINDS,
     TIFF_KINDS,
     Mutation,
@@ -50,7 +50,7 @@ from tests._fuzz_mutations import (  # noqa: E402
     file_kind,
     mutate,
 )
-from tests._fuzz_worker import OUTCOMES, FuzzWorker, reclassify_corrupt_data  # noqa: E402
+from conformance.fuzz.worker import OUTCOMES, FuzzWorker, reclassify_corrupt_data  # noqa: E402
 
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 STRUCTURAL = "structural"
@@ -352,8 +352,8 @@ def _print_group(
         print(f"  where: {result['where']}")
     options = f" --options '{json.dumps(case.mutation.options)}'" if case.mutation.options else ""
     print(
-        f"  repro: python -m tests._fuzz_mutations '{case.mutation.to_json()}' /tmp/case"
-        f"{Path(case.mutation.file).suffix} && python -m tests._fuzz_worker /tmp/case"
+        f"  repro: python -m conformance.fuzz.mutations '{case.mutation.to_json()}' /tmp/case"
+        f"{Path(case.mutation.file).suffix} && python -m conformance.fuzz.worker /tmp/case"
         f"{Path(case.mutation.file).suffix} --kind {case.kind}{options}"
     )
     if result.get("stderr"):

@@ -9,10 +9,10 @@ bit flips, truncation at every structural boundary, swapped tag types, huge coun
 offsets past the end, dimensions of 10**12.
 
 Choices go through a :class:`Chooser`, so the same generators serve hypothesis (which
-shrinks failing cases) and the long randomised run (``benchmarks/fuzz_long.py``).
+shrinks failing cases) and the long randomised run (``conformance/fuzz_long.py``).
 
-Replay a mutation: ``python -m tests._fuzz_mutations '<mutation json>' OUT`` writes the
-mutated file; ``python -m tests._fuzz_worker OUT`` gives the verdict.
+Replay a mutation: ``python -m conformance.fuzz.mutations '<mutation json>' OUT`` writes the
+mutated file; ``python -m conformance.fuzz.worker OUT`` gives the verdict.
 
 HDF5 metadata from superblock version 2 on is protected by Jenkins' lookup3 checksum; a
 mutation inside a checksummed block is followed by a ``checksum`` operation so that it
@@ -302,7 +302,7 @@ def tiff_structure(path: str) -> TiffStructure:
         entry_size = 20 if bigtiff else 12
         ifds: list[tuple[int, int, int]] = []
         entries: list[TiffEntry] = []
-        pages = []
+        pages: list[Any] = []
         main_ifds = []
         for page in tif.pages:
             main_ifds.append(len(pages))
@@ -1202,14 +1202,13 @@ def mutate(path: str, name: str, chooser: Chooser) -> Mutation:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m tests._fuzz_mutations MUTATION_JSON OUT [CORPUS_DIR]``: write the file."""
+    """``python -m conformance.fuzz.mutations MUTATION_JSON OUT [CORPUS_DIR]``: write the file."""
     if len(argv) < 2:
         print(main.__doc__, file=sys.stderr)
         return 2
     mutation = Mutation.from_json(argv[0])
-    corpus = (
-        Path(argv[2]) if len(argv) > 2 else Path(__file__).resolve().parents[2] / ("shared/corpus")
-    )
+    default_corpus = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+    corpus = Path(argv[2]) if len(argv) > 2 else default_corpus
     Path(argv[1]).write_bytes(mutation.apply((corpus / mutation.file).read_bytes()))
     return 0
 

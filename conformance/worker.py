@@ -16,7 +16,6 @@ import contextlib
 import importlib
 import math
 import os
-import sys
 import time
 import traceback
 import warnings
@@ -1240,7 +1239,7 @@ def _origin(error: BaseException) -> str:
     """Where an exception was raised (last frame outside this module)."""
     frames = traceback.extract_tb(error.__traceback__)
     for frame in reversed(frames):
-        if not frame.filename.endswith("_conformance_worker.py"):
+        if Path(frame.filename).resolve() != Path(__file__).resolve():
             return f"raised at {Path(frame.filename).name}:{frame.lineno} ({frame.name})"
     return ""
 
@@ -1258,28 +1257,14 @@ def _constant_manifest_store_str() -> None:
         ManifestStore.__str__ = lambda self: f"ManifestStore(<{id(self):#x}>)"  # type: ignore[method-assign]
 
 
-def worker_main(conn: Any, tool_name: str, log_path: str | None, memory_limit: int) -> None:
-    """Serve (path, rel) jobs for one tool over ``conn`` until it is closed."""
-    import resource
-
-    target = log_path or os.devnull
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+def set_up(tool_name: str, log_path: str | None) -> None:
+    """Prepare a worker process for ``tool_name``'s checks (once per process; a process
+    serves one tool): its output goes to ``log_path`` (else nowhere)."""
+    fd = os.open(log_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    if memory_limit:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import virtualizarr_fill  # noqa: F401  (codec entry points, rectilinear grids)
 
     if tool_name != "native":
         TOOLS[tool_name].setup()
     _constant_manifest_store_str()
-    conn.send({"ready": True})
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        if job is None:
-            return
-        conn.send(run_check(tool_name, job["path"], job["rel"]))

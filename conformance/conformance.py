@@ -22,7 +22,7 @@ a hang or crash in a C library costs one file. ``virtualizarr-fill`` is measured
 
 Usage::
 
-    python benchmarks/conformance.py [--corpus ../shared/corpus] [--json out.json]
+    python conformance/conformance.py [--corpus ../shared/corpus] [--json out.json]
         [--tools virtual-tiff kerchunk ...] [--timeout 60] [--workers 2]
         [--update-docs docs/features.md]
 """
@@ -32,16 +32,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import multiprocessing
 import os
 import platform
-import queue
 import re
 import sys
-import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -49,13 +46,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import contextlib
-
-import _conformance_worker as worker
-
 REPO = Path(__file__).resolve().parents[1]
+# The repository root first: run as a script, this file's own folder would otherwise make
+# ``conformance`` name this module rather than the package.
+sys.path.insert(0, str(REPO))
+
+from conformance import worker  # noqa: E402
+
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
 ANCHORS = ("virtual-tiff", "virtualizarr-hdf", "async-hdf5", "kerchunk")
 OURS = "virtualizarr-fill"
@@ -114,91 +111,65 @@ class Job:
     kind: str
 
 
-class Slot:
-    """One worker process at a time, bound to one tool; replaced after a timeout or crash."""
+@dataclass(frozen=True)
+class Check:
+    """One tool's check of one file, as the function :func:`isolated_map` runs in its
+    worker processes: the first call in a process sets the tool up (its codec
+    registrations stay in that process) and sends the process's output to ``log``."""
 
-    def __init__(self, timeout: float, log: str | None, memory_limit: int) -> None:
-        self.context = multiprocessing.get_context("spawn")
-        self.timeout = timeout
-        self.log = log
-        self.memory_limit = memory_limit
-        self.process: Any = None
-        self.conn: Any = None
-        self.tool: str | None = None
-        self.served = 0  # checks run by the current process
+    tool: str
+    log: str | None
 
-    def _start(self, tool: str) -> None:
-        parent, child = self.context.Pipe()
-        self.process = self.context.Process(
-            target=worker.worker_main,
-            args=(child, tool, self.log, self.memory_limit),
-            daemon=True,
-        )
-        self.process.start()
-        child.close()
-        self.conn, self.tool, self.served = parent, tool, 0
-        if not parent.poll(180):
-            self.stop()
-            raise RuntimeError(f"worker for {tool} did not start")
-        parent.recv()
+    def __call__(self, job: Job) -> dict[str, Any]:
+        global _SET_UP
+        if self.tool != _SET_UP:
+            worker.set_up(self.tool, self.log)
+            _SET_UP = self.tool
+        return worker.run_check(self.tool, job.path, job.rel)
 
-    def stop(self) -> None:
-        if self.process is not None:
-            if self.process.is_alive():
-                with contextlib.suppress(OSError):
-                    self.conn.send(None)
-                self.process.join(2)
-            if self.process.is_alive():
-                self.process.kill()
-            self.process.join()
-        self.process = self.conn = self.tool = None
 
-    def _kill(self) -> None:
-        self.process.kill()
-        self.process.join()
-        self.process = self.conn = self.tool = None
-
-    def run(self, job: Job) -> dict[str, Any]:
-        """The job's result; a timeout or crash in a process that already ran other checks
-        is retried once in a fresh process, so earlier files cannot cause it."""
-        if self.tool != job.tool:
-            self.stop()
-            self._start(job.tool)
-        earlier = self.served
-        result = self._run_once(job)
-        if result["outcome"] in (worker.TIMEOUT, worker.CRASH) and earlier:
-            first = f"{result['outcome']} ({result['error']})"
-            self._start(job.tool)
-            result = self._run_once(job)
-            result["notes"].append(
-                f"first attempt, after {earlier} other checks in the same process: {first}; "
-                "retried in a fresh process"
-            )
-        return result
-
-    def _run_once(self, job: Job) -> dict[str, Any]:
-        if self.process is None:
-            self._start(job.tool)
-        self.served += 1
-        started = time.perf_counter()
-        self.conn.send({"path": job.path, "rel": job.rel})
-        if self.conn.poll(self.timeout):
-            try:
-                result: dict[str, Any] = self.conn.recv()
-                return result
-            except (EOFError, OSError):
-                self.process.join(5)
-                code = self.process.exitcode
-                self.process = self.conn = self.tool = None
-                return _failed(job, worker.CRASH, f"worker died (exit code {code})")
-        self._kill()
-        elapsed = time.perf_counter() - started
-        return _failed(job, worker.TIMEOUT, f"no result after {elapsed:.0f} s")
+#: The tool the current worker process is set up for (one per process).
+_SET_UP: str | None = None
 
 
 def _failed(job: Job, outcome: str, error: str) -> dict[str, Any]:
     result = worker.Result(job.tool, job.rel, job.kind, outcome=outcome, error=error)
     return result.as_dict()
+
+
+def _checks(
+    jobs: list[Job],
+    workers: int,
+    timeout: float,
+    log: str | None,
+    memory_limit: int,
+    tasks_per_worker: int | None,
+) -> Iterator[tuple[Job, dict[str, Any], bool]]:
+    """(job, result, whether its worker process died) for every job, the tools one after
+    another, each tool's jobs in :func:`isolated_map`'s worker processes."""
+    from virtualizarr_fill.io.isolation import isolated_map
+
+    by_tool: dict[str, list[Job]] = defaultdict(list)
+    for job in jobs:
+        by_tool[job.tool].append(job)
+    for tool, tool_jobs in by_tool.items():
+        for outcome in isolated_map(
+            Check(tool, log),
+            tool_jobs,
+            workers=min(max(1, workers), len(tool_jobs)),
+            memory_limit=memory_limit or None,
+            timeout=timeout,
+            tasks_per_worker=tasks_per_worker,
+        ):
+            job = outcome.input
+            if outcome.died is not None:
+                kind = worker.TIMEOUT if "time limit" in outcome.died else worker.CRASH
+                yield job, _failed(job, kind, outcome.died), True
+            elif outcome.error is not None:  # run_check never raises: the set-up did
+                yield job, _failed(job, worker.CRASH, outcome.problem), False
+            else:
+                assert outcome.value is not None
+                yield job, outcome.value, False
 
 
 def run_jobs(
@@ -209,39 +180,29 @@ def run_jobs(
     memory_limit: int,
     progress: bool,
 ) -> list[dict[str, Any]]:
-    """Run every job on ``workers`` slots; results in job order."""
-    todo: queue.Queue[tuple[int, Job]] = queue.Queue()
-    for item in enumerate(jobs):
-        todo.put(item)
+    """Run every job in worker processes (``virtualizarr_fill.io.isolation``, the loop the
+    command-line tool runs its parses in: a per-check time limit, a crash or hang costing
+    one check, an address-space cap of ``memory_limit`` bytes above the worker's imports);
+    results in job order. A check whose worker died (a timeout or a crash, possibly caused
+    by the files before it in that process) is run once more alone in a fresh process."""
+    index = {id(job): i for i, job in enumerate(jobs)}
     results: list[dict[str, Any] | None] = [None] * len(jobs)
-    done = [0]
-    lock = threading.Lock()
-
-    def serve() -> None:
-        slot = Slot(timeout, log, memory_limit)
-        try:
-            while True:
-                try:
-                    index, job = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    results[index] = slot.run(job)
-                except Exception as error:  # a worker that cannot start
-                    results[index] = _failed(job, worker.CRASH, worker.error_line(error))
-                with lock:
-                    done[0] += 1
-                    if progress and (sys.stderr.isatty() or done[0] % 100 == 0):
-                        end = "" if sys.stderr.isatty() else "\n"
-                        print(f"\r  {done[0]}/{len(jobs)} checks", end=end, file=sys.stderr)
-        finally:
-            slot.stop()
-
-    threads = [threading.Thread(target=serve) for _ in range(max(1, workers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    retry: list[Job] = []
+    checks = _checks(jobs, workers, timeout, log, memory_limit, None)
+    for done, (job, result, died) in enumerate(checks, start=1):
+        results[index[id(job)]] = result
+        if died:
+            retry.append(job)
+        if progress and (sys.stderr.isatty() or done % 100 == 0):
+            end = "" if sys.stderr.isatty() else "\n"
+            print(f"\r  {done}/{len(jobs)} checks", end=end, file=sys.stderr)
+    for job, result, _ in _checks(retry, workers, timeout, log, memory_limit, 1):
+        first = results[index[id(job)]]
+        assert first is not None
+        result["notes"].append(
+            f"first attempt: {first['outcome']} ({first['error']}); retried in a fresh process"
+        )
+        results[index[id(job)]] = result
     if progress:
         print(file=sys.stderr)
     return [r for r in results if r is not None]
@@ -960,7 +921,7 @@ def main(argv: list[str] | None = None) -> int:
         "--memory-limit-gb",
         type=float,
         default=6.0,
-        help="address-space limit of each worker (0: none)",
+        help="address space a worker may map beyond its imports (0: no limit)",
     )
     parser.add_argument("--worker-log", help="append worker stdout/stderr here (default: discard)")
     parser.add_argument(
@@ -1014,7 +975,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     names = display_names(rel for _, rel, _ in files)
 
-    command = "python benchmarks/conformance.py" + "".join(
+    command = "python conformance/conformance.py" + "".join(
         f" {a}" for a in (argv if argv is not None else sys.argv[1:])
     )
     report = {
