@@ -116,9 +116,9 @@ def write_netcdf(path: Path, index: int) -> None:
 
 
 def tiff_paths(directory: Path, count: int) -> list[Path]:
-    """Names of ``count`` tiles, zero-padded so that name order is index order (five
-    digits, more from 100,001 tiles on)."""
-    width = max(5, len(str(count - 1)))
+    """Names of ``count`` tiles, zero-padded so that name order is index order (six
+    digits up to 10^6 tiles, the same names whatever the count)."""
+    width = max(6, len(str(count - 1)))
     return [directory / "tiff" / f"tile_{k:0{width}d}.tif" for k in range(count)]
 
 
