@@ -188,7 +188,8 @@ def create_repository(
     location: str | os.PathLike[str] | icechunk.Storage, urls: Iterable[str]
 ) -> icechunk.Repository:
     """A new Icechunk repository whose virtual chunk containers cover every URL in
-    ``urls`` (the files its references will point to), those containers authorized.
+    ``urls`` (the files its references will point to), those containers authorized,
+    its manifests split every :data:`MANIFEST_SPLIT_SIZE` chunk references.
 
     Parameters
     ----------
