@@ -19,6 +19,7 @@ Values depend only on the file index (seeded), so two runs write identical data.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -115,7 +116,10 @@ def write_netcdf(path: Path, index: int) -> None:
 
 
 def tiff_paths(directory: Path, count: int) -> list[Path]:
-    return [directory / "tiff" / f"tile_{k:05d}.tif" for k in range(count)]
+    """Names of ``count`` tiles, zero-padded so that name order is index order (six
+    digits up to 10^6 tiles, the same names whatever the count)."""
+    width = max(6, len(str(count - 1)))
+    return [directory / "tiff" / f"tile_{k:0{width}d}.tif" for k in range(count)]
 
 
 def netcdf_paths(directory: Path, count: int) -> list[Path]:
@@ -150,12 +154,68 @@ def make_inputs(directory: Path, count: int) -> tuple[list[Path], list[Path]]:
     return tiffs, ncs
 
 
-def make_tiffs(directory: Path, count: int) -> list[Path]:
+class _TileBytes:
+    """Tiles as :func:`write_tiff` writes them, made faster (for 10^6 tiles): tile 0's
+    header and directory with the three values that differ from tile to tile patched
+    in (the tie point's top edge, the strips' offsets and sizes), then the strips
+    deflated as tifffile does. Checked byte for byte against :func:`write_tiff`."""
+
+    def __init__(self, reference: Path):
+        """``reference``: a scratch file (removed) for the tiles to check against."""
+        import imagecodecs
+
+        self._deflate = imagecodecs.deflate_encode
+        write_tiff(reference, 0)
+        with tifffile.TiffFile(reference) as tif:
+            page = tif.pages[0]
+            tags = page.tags
+            self._header_size = page.dataoffsets[0]
+            self._offsets_at = tags["StripOffsets"].valueoffset
+            self._counts_at = tags["StripByteCounts"].valueoffset
+            self._top_at = tags["ModelTiepointTag"].valueoffset + 4 * 8
+            assert tags["StripOffsets"].dtype == 4 and tags["StripByteCounts"].dtype == 3
+        self._header = reference.read_bytes()[: self._header_size]
+        for index in (0, 1, 777):
+            write_tiff(reference, index)
+            assert self.tile(index) == reference.read_bytes(), "tile bytes differ"
+        reference.unlink()
+
+    def tile(self, index: int) -> bytes:
+        values = tiff_values(index)
+        strips = [
+            self._deflate(values[row : row + ROWS_PER_STRIP].tobytes())
+            for row in range(0, TIFF_ROWS, ROWS_PER_STRIP)
+        ]
+        sizes = [len(strip) for strip in strips]
+        offsets = np.cumsum([self._header_size, *sizes[:-1]]).tolist()
+        header = bytearray(self._header)
+        struct.pack_into(f"<{len(strips)}I", header, self._offsets_at, *offsets)
+        struct.pack_into(f"<{len(strips)}H", header, self._counts_at, *sizes)
+        struct.pack_into("<d", header, self._top_at, ORIGIN_Y - index * TIFF_ROWS * PIXEL_SIZE)
+        return bytes(header) + b"".join(strips)
+
+
+def _write_missing_tiffs(job: tuple[Path, int, int, int]) -> None:
+    directory, count, start, step = job
+    tiffs = tiff_paths(directory, count)
+    maker = _TileBytes(directory / f"reference-{start}.tiff")
+    for index in range(start, count, step):
+        if not tiffs[index].exists():
+            tiffs[index].write_bytes(maker.tile(index))
+
+
+def make_tiffs(directory: Path, count: int, processes: int = 1) -> list[Path]:
     """Write ``count`` GeoTIFFs under ``directory`` (those already there are kept: a
-    tile's bytes depend only on its index); returns their paths, in order."""
+    tile's bytes depend only on its index), in ``processes`` processes; returns their
+    paths, in order."""
     tiffs = tiff_paths(directory, count)
     (directory / "tiff").mkdir(parents=True, exist_ok=True)
-    for index, path in enumerate(tiffs):
-        if not path.exists():
-            write_tiff(path, index)
+    jobs = [(directory, count, start, processes) for start in range(processes)]
+    if processes == 1:
+        _write_missing_tiffs(jobs[0])
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(processes) as pool:
+            list(pool.map(_write_missing_tiffs, jobs))
     return tiffs

@@ -93,6 +93,25 @@ def test_regular_arrays_stay_regular(concat_fixtures: dict[str, Path], tmp_path:
     )
 
 
+def test_references_written_in_slabs(
+    concat_fixtures: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large array's references go to Icechunk a slab at a time (bounding the list of
+    paths the writer makes): each slab lands at its own chunk index, new and appended."""
+    from virtualizarr_fill.writers import icechunk as writer
+
+    monkeypatch.setattr(writer, "REFERENCES_PER_CALL", 5)
+    names = ["strip_padded_zlib_0", "strip_short_zlib_1", "strip_padded_zlib_2"]
+    vds = xr.concat([_tiff_vds(concat_fixtures, n) for n in names], dim="y")
+    pieces = list(writer.manifest_slabs(vds.band.data.manifest))
+    assert len(pieces) > 3 and [p[1][0] for p in pieces] == list(range(0, 5 * len(pieces), 5))
+    repo = icechunk_repo(tmp_path / "repo", _fixture_dir(concat_fixtures))
+    icechunk_write(repo, vds)
+    icechunk_write(repo, _tiff_vds(concat_fixtures, names[0]), append_dim="y")
+    expected = np.concatenate([native_tiff(concat_fixtures[n]) for n in [*names, names[0]]])
+    np.testing.assert_array_equal(icechunk_read(repo).band.values, expected)
+
+
 def test_append_cuts_the_overhanging_edge(concat_fixtures: dict[str, Path], tmp_path: Path) -> None:
     names = ["strip_padded_0", "strip_short_1", "strip_padded_2", "strip_padded_1"]
     repo = icechunk_repo(tmp_path / "repo", _fixture_dir(concat_fixtures))
@@ -189,3 +208,25 @@ def test_round_trips(concat_fixtures: dict[str, Path], tmp_path: Path, case: str
     read = icechunk_read(repo)[name]
     assert read.dims == vds[name].dims
     np.testing.assert_array_equal(read.values, expected)
+
+
+def test_repository_manifests_split(
+    concat_fixtures: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository made by ``create_repository`` splits each array's references over
+    several manifest files (bounding a large commit's memory); the values read back are
+    the files' own."""
+    from virtualizarr_fill.writers import repository
+
+    monkeypatch.setattr(repository, "MANIFEST_SPLIT_SIZE", 4)
+    names = ["strip_padded_zlib_0", "strip_short_zlib_1", "strip_padded_zlib_2"]
+    paths = [concat_fixtures[n] for n in names]
+    repo = repository.create_repository(tmp_path / "repo", [p.as_uri() for p in paths])
+    vds = xr.concat([_tiff_vds(concat_fixtures, n) for n in names], dim="y")
+    chunks = vds.band.data.manifest.shape_chunk_grid[0]
+    icechunk_write(repo, vds)
+    manifests = list((tmp_path / "repo" / "manifests").iterdir())
+    assert len(manifests) >= -(-chunks // 4)
+    expected = np.concatenate([native_tiff(p) for p in paths])
+    read = repository.open_repository(tmp_path / "repo")
+    np.testing.assert_array_equal(icechunk_read(read).band.values, expected)

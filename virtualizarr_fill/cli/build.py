@@ -47,7 +47,8 @@ __all__ = ["command_build"]
 
 @dataclass
 class _Parsed:
-    """What the parse phase leaves: the files combined, skipped, and their reports."""
+    """What the parse phase leaves: the files combined, skipped, and their refusals
+    (``report`` holds no array reports)."""
 
     used: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -102,7 +103,7 @@ def _parse_into(
         try:
             for result in results:
                 progress.advance()
-                outcome.report.extend(result.report)
+                _keep_refusals(outcome, result)
                 outcome.warnings.extend(result.warnings)
                 if result.part is None:
                     if not args.skip_bad:
@@ -114,6 +115,13 @@ def _parse_into(
         finally:
             results.close()
     return _finished(outcome, urls)
+
+
+def _keep_refusals(outcome: _Parsed, result: ParsedFile) -> None:
+    """Keep what the summary lists of a file's report: its refusals. Its array reports
+    (the parser's decisions, in sentences, for ``inspect``) are left out: kept for every
+    file of a large build they would outweigh its chunk references."""
+    outcome.report.refusals.extend(result.report.refusals)
 
 
 def _finished(outcome: _Parsed, urls: Sequence[str]) -> _Parsed:
@@ -128,7 +136,7 @@ def _finished(outcome: _Parsed, urls: Sequence[str]) -> _Parsed:
 def _account(outcome: _Parsed, result: ParsedFile, skip_bad: bool) -> bool:
     """Record one file's outcome; whether it parsed (a failure stops the build unless
     ``skip_bad``)."""
-    outcome.report.extend(result.report)
+    _keep_refusals(outcome, result)
     outcome.warnings.extend(result.warnings)
     if result.error is None:
         return True

@@ -16,13 +16,14 @@ VirtualiZarr's own writer and the others here:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import xarray as xr
-from virtualizarr.manifests import ManifestArray
+from virtualizarr.manifests import ChunkManifest, ManifestArray
 from xarray.backends.zarr import encode_zarr_attr_value
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
@@ -122,14 +123,44 @@ def create_virtual_variable_in_icechunk(
         _write_array_metadata(store, _array_key(group, name), metadata)
     arr = cast("Array", group[name])
     update_attributes(arr, var.attrs, encoding=var.encoding)
-    write_manifest_to_icechunk(
-        store=store,
-        group=group,
-        arr_name=name,
-        manifest=ma.manifest,
-        chunk_index_offsets=(0,) * ma.ndim,
-        last_updated_at=last_updated_at,
-    )
+    for manifest, offsets in manifest_slabs(ma.manifest):
+        write_manifest_to_icechunk(
+            store=store,
+            group=group,
+            arr_name=name,
+            manifest=manifest,
+            chunk_index_offsets=offsets,
+            last_updated_at=last_updated_at,
+        )
+
+
+#: Chunk references handed to Icechunk in one call. VirtualiZarr's writer makes a Python
+#: list of the paths it passes: for a whole array of millions of references that list
+#: (a string object per reference) would outweigh the manifest itself.
+REFERENCES_PER_CALL = 2**16
+
+
+def manifest_slabs(
+    manifest: ChunkManifest, limit: int | None = None
+) -> Iterator[tuple[ChunkManifest, tuple[int, ...]]]:
+    """``manifest`` cut along its longest chunk-grid axis into pieces of at most
+    ``limit`` chunks (:data:`REFERENCES_PER_CALL` by default; one index of that axis
+    per piece where it alone holds more), each with the chunk index of its first
+    chunk."""
+    limit = REFERENCES_PER_CALL if limit is None else limit
+    shape = tuple(manifest.shape_chunk_grid)
+    total = math.prod(shape)
+    if total <= limit or not shape:
+        yield manifest, (0,) * len(shape)
+        return
+    axis = max(range(len(shape)), key=shape.__getitem__)
+    step = max(1, limit // (total // shape[axis]))
+    for start in range(0, shape[axis], step):
+        selectors = [slice(0, n, 1) for n in shape]
+        selectors[axis] = slice(start, min(start + step, shape[axis]), 1)
+        offsets = [0] * len(shape)
+        offsets[axis] = start
+        yield upstream.subset_manifest(manifest, tuple(selectors)), tuple(offsets)
 
 
 def _same_attribute(a: Any, b: Any) -> bool:
@@ -203,17 +234,19 @@ def append_virtual_variable_to_icechunk(
             merged, attributes=stored.attributes, dimension_names=stored.dimension_names
         )
     )
-    offsets = [0] * ma.ndim
-    offsets[axis] = chunk_grid(stored).dimensions[axis].nchunks
+    stored_chunks = chunk_grid(stored).dimensions[axis].nchunks
     _write_array_metadata(store, _array_key(group, name), final)
-    write_manifest_to_icechunk(
-        store=store,
-        group=group,
-        arr_name=name,
-        manifest=ma.manifest,
-        chunk_index_offsets=tuple(offsets),
-        last_updated_at=last_updated_at,
-    )
+    for manifest, offsets in manifest_slabs(ma.manifest):
+        write_manifest_to_icechunk(
+            store=store,
+            group=group,
+            arr_name=name,
+            manifest=manifest,
+            chunk_index_offsets=tuple(
+                start + stored_chunks if i == axis else start for i, start in enumerate(offsets)
+            ),
+            last_updated_at=last_updated_at,
+        )
 
 
 # --------------------------------------------------------------------------- datasets

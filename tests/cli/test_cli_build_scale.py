@@ -1,0 +1,59 @@
+"""What ``build`` keeps of each file while parsing many: the parts the combination
+needs, and of each file's report only its refusals (its array reports, sentences
+describing the parser's decisions, would outweigh the file's chunk references)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import rasterio.merge
+
+from tests._cli import run_cli
+from tests.assemble.test_assemble import _georeferenced_strips
+from virtualizarr_fill.cli._combine import Combination, Plan
+from virtualizarr_fill.cli._inputs import expand_inputs
+from virtualizarr_fill.cli._parse import parse_file, parser_from_options
+from virtualizarr_fill.cli.build import _parse_into
+
+
+def test_parsing_keeps_no_array_report_of_any_file(tmp_path: Path) -> None:
+    paths = sorted(_georeferenced_strips(tmp_path, 4, shuffle=False))
+    urls = expand_inputs([str(p) for p in paths])
+    parser = parser_from_options({}, {})
+    # each file's own report does describe its array: the build drops it
+    assert parse_file(urls[0], parser).report.arrays
+    args = argparse.Namespace(
+        dask_scheduler=None,
+        workers=0,
+        inputs=[str(p) for p in paths],
+        worker_memory=1.0,
+        skip_bad=False,
+    )
+    combination = Combination(Plan("mosaic"), urls)
+    parsed = _parse_into(combination, urls, parser, args)
+    assert parsed.used == urls and combination.files == len(paths)
+    assert parsed.report.arrays == [] and parsed.report.refusals == []
+
+
+def test_mosaic_built_from_the_kept_parts_reads_as_rasterio_merges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import virtualizarr_fill
+
+    (tmp_path / "tiles").mkdir()
+    paths = sorted(_georeferenced_strips(tmp_path / "tiles", 5, shuffle=False))
+    code, out, _ = run_cli(capsys, "build", *paths, "--mosaic", "--out", tmp_path / "m.icechunk")
+    assert code == 0, out
+    assert "files:     5 virtualized" in out
+    sources = [rasterio.open(p) for p in paths]
+    try:
+        expected, _ = rasterio.merge.merge(sources)
+    finally:
+        for source in sources:
+            source.close()
+    ds = virtualizarr_fill.open_icechunk(str(tmp_path / "m.icechunk"))
+    np.testing.assert_array_equal(ds["band_data"].values, expected)
