@@ -535,27 +535,14 @@ def test_overwrite_replaces_only_after_success(
 
 def test_build_from_s3(
     concat_fixtures: dict[str, Path],
-    s3_server: Any,
+    s3_environment: Any,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
-    from virtualizarr_fill.cli import _inputs
-    from virtualizarr_fill.io import registries
-
+    s3_server = s3_environment
     s3_server.create_bucket("cli-inputs")
     for name in SHORT:
         s3_server.upload("cli-inputs", f"tiles/{name}.tif", concat_fixtures[name])
-    for key, value in {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION,
-        "AWS_ALLOW_HTTP": "true",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(registries, "_STORES", {})  # stores configured from this environment
 
     repo = tmp_path / "from-s3.icechunk"
     pattern = "s3://cli-inputs/tiles/strip_short_*.tif"

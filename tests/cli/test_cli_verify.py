@@ -418,8 +418,6 @@ def test_icechunk_on_s3_from_s3_inputs(
     s3_environment: Any,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
-    from virtualizarr_fill.cli import _inputs
 
     bucket = "verify-inputs"
     s3_environment.create_bucket(bucket)

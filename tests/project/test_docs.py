@@ -28,8 +28,6 @@ from typing import Any
 import pytest
 import yaml
 
-from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
-
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 TUTORIAL_SECTIONS = ("Getting started", "User guide")

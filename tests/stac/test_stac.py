@@ -358,19 +358,8 @@ def test_steps_on_different_grids_are_refused(tmp_path: Path) -> None:
         _open(path)
 
 
-def test_item_collection_and_folder_of_items_on_s3(
-    tmp_path: Path, s3_server: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
-
-    for name, value in {
-        "AWS_ENDPOINT_URL": s3_server.endpoint,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION,
-        "AWS_ALLOW_HTTP": "true",
-    }.items():
-        monkeypatch.setenv(name, value)
+def test_item_collection_and_folder_of_items_on_s3(tmp_path: Path, s3_environment: Any) -> None:
+    s3_server = s3_environment
     s3_server.create_bucket("stac-items")
     scenes = write_dates(tmp_path, DATES)
     documents = [item(s, f"file://{s.path}") for s in scenes]

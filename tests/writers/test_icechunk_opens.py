@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
 from virtualizarr_fill.cli import EXIT_IO, EXIT_MISMATCH, EXIT_OK, main
 from virtualizarr_fill.writers.icechunk_reads import SourceFileChangedError
 from virtualizarr_fill.writers.repository import (

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from fixtures.servers import ACCESS_KEY, REGION, SECRET_KEY
 from virtualizarr_fill.cli import EXIT_OK, main
 
 rasterio = pytest.importorskip("rasterio")
