@@ -86,3 +86,8 @@ def test_default_combine_arguments_equal_gdal(tmp_path: Path, count: int) -> Non
     # the same CRS (GDAL writes WKT1, the parser WKT2)
     ours, gdal = (CRS.from_wkt(d["spatial_ref"].attrs["crs_wkt"]) for d in (got, expected))
     assert ours == gdal
+    # the combined y is written as one chunk, not one per file
+    import zarr
+
+    stored = zarr.open_group(repo.readonly_session("main").store, mode="r", zarr_format=3)
+    assert stored["y"].chunks == (40 * count,)

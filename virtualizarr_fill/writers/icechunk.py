@@ -329,6 +329,37 @@ def _write_dataset(
     upstream.icechunk_writer("update_attributes")(group, vds.attrs, coords=vds.coords)
 
 
+#: A loaded 1-D coordinate up to this size is written as one chunk.
+WHOLE_COORDINATE_BYTES = 64 * 2**20
+
+
+def with_whole_coordinates(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with each loaded 1-D dimension coordinate of a new write encoded as one
+    chunk: xarray keeps the first file's chunk length for a combined coordinate, and
+    a coordinate of a thousand files would be written as a thousand chunks, each read
+    at every open (``open_virtual_series`` writes them whole as well)."""
+    whole = {}
+    for name, variable in ds.coords.items():
+        chunks = variable.encoding.get("chunks")
+        if (
+            variable.ndim != 1
+            or name != variable.dims[0]
+            or isinstance(variable.data, ManifestArray)
+            or not chunks
+            or chunks[0] >= variable.size
+            or variable.nbytes > WHOLE_COORDINATE_BYTES
+        ):
+            continue
+        copy = variable.variable.copy(deep=False)
+        copy.encoding = {
+            **variable.encoding,
+            "chunks": (variable.size,),
+            "preferred_chunks": {name: variable.size},
+        }
+        whole[name] = copy
+    return ds.assign_coords(whole) if whole else ds
+
+
 def to_icechunk(
     data: xr.Dataset | xr.DataTree,
     store: IcechunkStore,
@@ -390,6 +421,8 @@ def to_icechunk(
             node.dataset = without_non_finite_attributes(node.to_dataset(inherit=False), node.path)
     else:
         data = without_non_finite_attributes(data, group or "")
+        if append_dim is None and region is None:
+            data = with_whole_coordinates(data)
     if isinstance(data, xr.DataTree):
         if group is not None:
             raise ValueError("group applies to datasets; write a subtree instead")
