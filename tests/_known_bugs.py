@@ -350,8 +350,8 @@ FIXED_BUGS: tuple[KnownBug, ...] = (
         error_classes=("ValueError", "TypeError", "RuntimeError", "OverflowError", "KeyError"),
         places=(
             ("hdf5/dtypes.py", "plan_dtype"),
-            ("zarr_model/metadata.py", "_cached_data_type"),
-            ("zarr_model/metadata.py", "zarr_data_type"),
+            ("zarr_model/data_types.py", "_cached_data_type"),
+            ("zarr_model/data_types.py", "zarr_data_type"),
             ("fill/cast.py", "_default_fill_value"),
             ("hdf5/contiguous_manifest.py", "contiguous_manifest"),
             ("hdf5/chunked_manifest.py", "chunked_manifest"),

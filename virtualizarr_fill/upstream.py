@@ -507,7 +507,9 @@ def variable_sharing(dims: Any, data: Any, attrs: dict[str, Any], encoding: dict
 def store_walk_known() -> bool:
     """Whether VirtualiZarr's ``ManifestStore`` finds the node of a key by the walk
     :func:`virtualizarr_fill.manifests.store.deepest_node` repeats (its private
-    ``_get_deepest_group_or_array``): the fast read path locates chunks that way."""
+    ``_get_deepest_group_or_array``): the manifest pipeline's batch reads
+    (:mod:`virtualizarr_fill.reads.batch_reads`) locate chunks that way, and leave every
+    read to zarr's own pipeline where it does not."""
     from virtualizarr.manifests import store
 
     return hasattr(store, "_get_deepest_group_or_array")

@@ -60,7 +60,7 @@ from virtualizarr_fill.tiff import (
 )
 from virtualizarr_fill.tiff import metadata as tiff_metadata
 from virtualizarr_fill.tiff.arrays import CHUNK_KEY_ENCODING, array_metadata, inlined_array
-from virtualizarr_fill.zarr_model import metadata as zarr_metadata
+from virtualizarr_fill.zarr_model import metadata_copies, metadata_templates
 
 REGISTRY = ObjectStoreRegistry({"file://": LocalStore()})
 TIFF_SUFFIXES = {".tif", ".tiff"}
@@ -340,7 +340,7 @@ def test_fast_paths_change_no_parse(
     monkeypatch.setattr(tags, "_ifd_tag_count", lambda page: None)
     # Metadata copied through dataclasses.replace, as with a zarr whose ArrayV3Metadata
     # holds more state than its fields.
-    monkeypatch.setattr(zarr_metadata, "COPY_BY_FIELDS", False)
+    monkeypatch.setattr(metadata_copies, "COPY_BY_FIELDS", False)
     arrays.clear_caches()
     general = dict(_records(tiff_files, layout="tree"))
     arrays.clear_caches()
@@ -706,9 +706,11 @@ def test_shared_codec_instances_keep_exact_arguments_apart() -> None:
     packed = codecs_map._shared(TiffPackintsCodec, bitspersample=1, runlen=8)
     assert codecs_map._shared(TiffPackintsCodec, bitspersample=True, runlen=8) is not packed
     codec = codecs_map._shared(BytesCodec, endian="big")
-    zarr_metadata.clear_cache()
-    assert zarr_metadata._codec_key(codec) == zarr_metadata._codec_key(codec)
-    assert zarr_metadata._codec_key(codec) == zarr_metadata._codec_key(BytesCodec(endian="big"))
+    metadata_templates.clear_cache()
+    assert metadata_templates._codec_key(codec) == metadata_templates._codec_key(codec)
+    assert metadata_templates._codec_key(codec) == metadata_templates._codec_key(
+        BytesCodec(endian="big")
+    )
 
 
 def test_georeferences_from_cached_bytes_equal_decoded_ones(corpus_dir: Path) -> None:

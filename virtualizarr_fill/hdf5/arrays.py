@@ -66,7 +66,8 @@ from virtualizarr_fill.hdf5.materialise import encode_pending, materialised_mani
 from virtualizarr_fill.hdf5.pipeline_checks import pipeline_message_problem
 from virtualizarr_fill.hdf5.virtual import build_virtual_array
 from virtualizarr_fill.manifests import FillManifestArray
-from virtualizarr_fill.zarr_model import metadata as zarr_metadata
+from virtualizarr_fill.zarr_model import metadata_templates
+from virtualizarr_fill.zarr_model.data_types import zarr_data_type
 
 # ---------------------------------------------------------------------------------
 # entry point
@@ -139,13 +140,13 @@ def array_metadata(
     dimension_names: tuple[str, ...],
 ) -> ArrayV3Metadata:
     """Zarr v3 metadata of a regular-grid array with the given codec chain (validated
-    once per distinct input, see :mod:`virtualizarr_fill.zarr_model.metadata`)."""
+    once per distinct input, see :mod:`virtualizarr_fill.zarr_model.metadata_templates`)."""
     chain = list(codecs)
     if dtype.kind == "T" and not chain:
         chain = [{"name": "vlen-utf8", "configuration": {}}]
-    return zarr_metadata.array_metadata(
+    return metadata_templates.array_metadata(
         shape=shape,
-        data_type=zarr_metadata.zarr_data_type(dtype),
+        data_type=zarr_data_type(dtype),
         dtype=dtype,
         chunk_grid={"name": "regular", "configuration": {"chunk_shape": chunks}},
         chunk_key_encoding={"name": "default"},

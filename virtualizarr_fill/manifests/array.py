@@ -50,7 +50,7 @@ from virtualizarr_fill.zarr_model.chunk_grids import (
     is_sharded,
 )
 from virtualizarr_fill.zarr_model.concat_inputs import check_encodings
-from virtualizarr_fill.zarr_model.metadata import copy_without_dimension_names
+from virtualizarr_fill.zarr_model.metadata_copies import copy_without_dimension_names
 from virtualizarr_fill.zarr_model.rectilinear_flag import enable_rectilinear_chunks
 
 #: The attributes an array keeps when it becomes an xarray variable: those that

@@ -56,24 +56,10 @@ def copy_planes(dest: np.ndarray, source: np.ndarray) -> bool:
     return False
 
 
-def split_planes(dest: np.ndarray, source: np.ndarray) -> bool:
-    """Copy ``source`` into ``dest`` with ``cv2.split`` and return True, or return False
-    (nothing written) where OpenCV is missing or the arrays are not laid out for it:
-    ``source`` a ``(band, y, x)`` view of pixel-interleaved rows, each band of ``dest``
-    one contiguous plane."""
-    return _splittable(dest, source) and _planes_contiguous(dest) and _split(source, dest)
-
-
 #: Fewest bytes split by OpenCV. A call has a fixed cost as large as NumPy's copy of
 #: 32 KiB; into planes with gaps it gains little below 128 KiB (a 128x128 RGB tile),
 #: which reads of small tiles did not show.
 SPLIT_MIN_BYTES = 128 << 10
-
-
-def splits_fast(nbytes: int) -> bool:
-    """Whether OpenCV is installed and splits a copy of ``nbytes`` bytes into band
-    planes (:data:`SPLIT_MIN_BYTES`)."""
-    return nbytes >= SPLIT_MIN_BYTES and _opencv() is not None
 
 
 def _splittable(dest: np.ndarray, source: np.ndarray) -> bool:
@@ -114,4 +100,4 @@ def _split(source: np.ndarray, dest: np.ndarray) -> bool:
     return len(written) == len(targets) and all(map(operator.is_, written, targets))
 
 
-__all__ = ["SPLIT_MIN_BYTES", "copy_planes", "split_planes", "splits_fast"]
+__all__ = ["SPLIT_MIN_BYTES", "copy_planes"]

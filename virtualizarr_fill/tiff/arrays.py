@@ -1,10 +1,10 @@
 """Zarr array metadata and manifests of the TIFF parser's arrays.
 
 Band arrays get metadata validated once per distinct input and copied with each file's
-attributes (:mod:`virtualizarr_fill.zarr_model.metadata`). Inlined arrays (coordinates,
-``spatial_ref``) are one chunk held in the manifest: :func:`inlined_array` builds their
-one-entry manifest from small arrays directly, and arrays holding the same bytes share
-it (a ChunkManifest is immutable).
+attributes (:mod:`virtualizarr_fill.zarr_model.metadata_templates`). Inlined arrays
+(coordinates, ``spatial_ref``) are one chunk held in the manifest: :func:`inlined_array`
+builds their one-entry manifest from small arrays directly, and arrays holding the same
+bytes share it (a ChunkManifest is immutable).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from zarr.core.metadata.v3 import ArrayV3Metadata, RegularChunkGridMetadata
 from virtualizarr_fill import upstream
 from virtualizarr_fill.manifests import FillManifestArray
 from virtualizarr_fill.tiff import caches
-from virtualizarr_fill.zarr_model import metadata as zarr_metadata
-from virtualizarr_fill.zarr_model.metadata import (
+from virtualizarr_fill.zarr_model import metadata_copies, metadata_templates
+from virtualizarr_fill.zarr_model.data_types import zarr_data_type
+from virtualizarr_fill.zarr_model.json_values import json_copy
+from virtualizarr_fill.zarr_model.metadata_copies import copy_with_attributes
+from virtualizarr_fill.zarr_model.metadata_templates import (
     CHUNK_KEY_ENCODING,
     TEMPLATE_CACHE_SIZE,
-    copy_with_attributes,
-    json_copy,
-    zarr_data_type,
 )
 
 _STRING_DTYPE = np.dtypes.StringDType()
@@ -47,8 +47,8 @@ def array_metadata(
     dimension_names: tuple[str, ...],
 ) -> ArrayV3Metadata:
     """Metadata of a band array (default chunk key encoding), validated once per
-    distinct input (see :func:`virtualizarr_fill.zarr_model.metadata.array_metadata`)."""
-    return zarr_metadata.array_metadata(
+    distinct input (see :func:`virtualizarr_fill.zarr_model.metadata_templates.array_metadata`)."""
+    return metadata_templates.array_metadata(
         shape=shape,
         data_type=zarr_data_type(dtype),
         dtype=dtype,
@@ -153,7 +153,7 @@ def clear_kept_arrays() -> None:
 def clear_caches() -> None:
     """Forget every validated metadata and every cached result of the TIFF parser
     (:mod:`.caches`), for tests and memory-bound processes."""
-    zarr_metadata.clear_cache()
+    metadata_templates.clear_cache()
     caches.clear_all()
     _inlined_template.cache_clear()
     _inlined_metadata.cache_clear()
@@ -190,7 +190,7 @@ def _inlined_metadata(
     other shapes (every image size has its own x and y) differ from the template in
     shape, chunk shape, dimension names and attributes, none of which it looks at.
     """
-    if not zarr_metadata.COPY_BY_FIELDS:
+    if not metadata_copies.COPY_BY_FIELDS:
         return dataclasses.replace(
             _inlined_template(dtype, len(shape)),
             shape=shape,

@@ -81,8 +81,8 @@ def _shared(cls: Any, **arguments: Any) -> Any:
     """``cls(**arguments)``, one instance per distinct class and arguments.
 
     Codecs are immutable, and the files of an archive use the same few: sharing the
-    instances lets :mod:`virtualizarr_fill.zarr_model.metadata` recognise a codec it has seen
-    without serializing it again. Arguments are keyed with their types (``1`` and
+    instances lets :mod:`virtualizarr_fill.zarr_model.metadata_templates` recognise a codec it
+    has seen without serializing it again. Arguments are keyed with their types (``1`` and
     ``True`` stay apart); other argument types get a new instance.
     """
     key = []

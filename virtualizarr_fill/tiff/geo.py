@@ -26,7 +26,7 @@ import numpy as np
 
 from virtualizarr_fill.tiff import caches
 from virtualizarr_fill.tiff.stored_tags import CachedRange, raw_tags_key
-from virtualizarr_fill.zarr_model.metadata import Uncacheable, exact_key
+from virtualizarr_fill.zarr_model.json_values import Uncacheable, exact_key
 
 if TYPE_CHECKING:
     from tifffile import TiffPage

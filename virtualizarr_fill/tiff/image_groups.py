@@ -49,7 +49,7 @@ from virtualizarr_fill.tiff.scene_time import (
     time_value,
 )
 from virtualizarr_fill.zarr_model.edge_codecs import edge_handling_of
-from virtualizarr_fill.zarr_model.metadata import json_copy
+from virtualizarr_fill.zarr_model.json_values import json_copy
 
 if TYPE_CHECKING:
     from tifffile import TiffPage

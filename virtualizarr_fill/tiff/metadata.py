@@ -25,7 +25,7 @@ import numpy as np
 from virtualizarr_fill.fill.tiff import GDAL_NODATA_ATTR, consolidate_tiff_fill
 from virtualizarr_fill.tiff import caches
 from virtualizarr_fill.tiff.stored_tags import CachedRange, raw_tags_key
-from virtualizarr_fill.zarr_model.metadata import json_copy
+from virtualizarr_fill.zarr_model.json_values import json_copy
 
 if TYPE_CHECKING:
     from tifffile import TiffPage

@@ -1,4 +1,5 @@
-"""The shared metadata cache (:mod:`virtualizarr_fill.zarr_model.metadata`) on HDF5 files.
+"""The validated metadata templates (:mod:`virtualizarr_fill.zarr_model.metadata_templates`)
+on HDF5 files.
 
 The TIFF side is covered by ``tests/tiff/test_tiff_parse_caches.py``. Here every HDF5 and
 netCDF-4 file of the corpus must give the same virtual store whether each file is parsed
@@ -9,7 +10,6 @@ bypassed - so a cached copy can never carry one file's values into another's.
 
 from __future__ import annotations
 
-import struct
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +24,8 @@ from virtualizarr.manifests import ManifestArray, ManifestGroup
 from tests._assertions import assert_equals_fresh_validation, json_value
 from virtualizarr_fill.errors import VirtualizarrFillError
 from virtualizarr_fill.hdf5 import HDF5Parser
-from virtualizarr_fill.zarr_model import metadata as zarr_metadata
+from virtualizarr_fill.zarr_model import json_values, metadata_templates
+from virtualizarr_fill.zarr_model.data_types import zarr_data_type
 
 pytestmark = pytest.mark.corpus
 
@@ -85,14 +86,14 @@ def test_cold_warm_and_bypassed_caches_give_identical_hdf5_stores(
 ) -> None:
     cold = {}
     for path in hdf5_files:
-        zarr_metadata.clear_cache()
+        metadata_templates.clear_cache()
         cold[path] = _record(path)
-    zarr_metadata.clear_cache()
+    metadata_templates.clear_cache()
     forward = dict(_records(hdf5_files))
-    assert zarr_metadata._validated.cache_info().hits > 0, "the cache was never used"
+    assert metadata_templates._validated.cache_info().hits > 0, "the cache was never used"
     backward = dict(_records(hdf5_files[::-1]))
     # Bypassed: every key uncacheable, so every metadata is validated with its attributes.
-    monkeypatch.setattr(zarr_metadata, "_exact", _uncacheable)
+    monkeypatch.setattr(metadata_templates, "exact_key", _uncacheable)
     bypassed = dict(_records(hdf5_files))
     parsed = [p for p in hdf5_files if "error" not in cold[p]]
     assert len(parsed) > 80
@@ -103,7 +104,7 @@ def test_cold_warm_and_bypassed_caches_give_identical_hdf5_stores(
 
 
 def _uncacheable(value: Any) -> Any:
-    raise zarr_metadata._Uncacheable
+    raise json_values.Uncacheable
 
 
 def test_every_hdf5_metadata_equals_a_fresh_validation(hdf5_files: list[Path]) -> None:
@@ -130,72 +131,42 @@ def test_every_hdf5_metadata_equals_a_fresh_validation(hdf5_files: list[Path]) -
     ids=["record", "object", "vlen-string-with-na", "vlen-string-not-coercing"],
 )
 def test_data_types_without_an_exact_key_are_built_afresh(dtype: np.dtype) -> None:
-    with pytest.raises(zarr_metadata._Uncacheable):
-        zarr_metadata._dtype_key(dtype)
+    with pytest.raises(json_values.Uncacheable):
+        metadata_templates._dtype_key(dtype)
 
 
 def test_default_string_dtype_metadata_is_cached_and_equals_a_fresh_one() -> None:
-    zarr_metadata.clear_cache()
+    metadata_templates.clear_cache()
     dtype = np.dtypes.StringDType()
     common: dict[str, Any] = {
         "shape": (3,),
         "dtype": dtype,
-        "data_type": zarr_metadata.zarr_data_type(dtype),
+        "data_type": zarr_data_type(dtype),
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": (3,)}},
         "codecs": [{"name": "vlen-utf8"}],
         "fill_value": "",
         "attributes": {},
         "dimension_names": ("x",),
     }
-    first = zarr_metadata.array_metadata(**common)
-    second = zarr_metadata.array_metadata(**{**common, "attributes": {"units": "m"}})
-    assert zarr_metadata._validated.cache_info().hits == 1
+    first = metadata_templates.array_metadata(**common)
+    second = metadata_templates.array_metadata(**{**common, "attributes": {"units": "m"}})
+    assert metadata_templates._validated.cache_info().hits == 1
     assert second.attributes == {"units": "m"} and first.attributes == {}
     assert_equals_fresh_validation(first, "first")
     assert_equals_fresh_validation(second, "second")
 
 
 def test_fill_values_that_compare_equal_get_their_own_metadata() -> None:
-    zarr_metadata.clear_cache()
+    metadata_templates.clear_cache()
     common: dict[str, Any] = {
         "shape": (4,),
         "dtype": np.dtype("<f4"),
-        "data_type": zarr_metadata.zarr_data_type(np.dtype("<f4")),
+        "data_type": zarr_data_type(np.dtype("<f4")),
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": (2,)}},
         "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
         "attributes": {},
         "dimension_names": ("x",),
     }
-    zero = zarr_metadata.array_metadata(fill_value=0.0, **common)
-    negative_zero = zarr_metadata.array_metadata(fill_value=-0.0, **common)
+    zero = metadata_templates.array_metadata(fill_value=0.0, **common)
+    negative_zero = metadata_templates.array_metadata(fill_value=-0.0, **common)
     assert np.signbit(negative_zero.fill_value) and not np.signbit(zero.fill_value)
-
-
-def _key_or_none(value: Any) -> Any:
-    try:
-        return zarr_metadata.exact_key(value)
-    except zarr_metadata.Uncacheable:
-        return None
-
-
-@pytest.mark.parametrize(
-    ("first", "second"),
-    [
-        ([0.0, 1.5], [-0.0, 1.5]),
-        ([float("nan")], [struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]]),
-        ([1.0, 2.0], [1, 2.0]),
-        ([1.0, 2.0], (1.0, 2.0)),
-        ([1.0, 2.0], [[1.0, 2.0]]),
-        ([1.0], [1.0, 1.0]),
-    ],
-)
-def test_exact_keys_of_float_lists_tell_apart_what_serializes_differently(
-    first: Any, second: Any
-) -> None:
-    """Lists of floats (GCP tiepoints run to thousands) are keyed by their IEEE bytes:
-    still apart wherever JSON or the values differ (sign of zero, NaN payload, int or
-    float, list or tuple, nesting, length), equal otherwise."""
-    assert _key_or_none(first) != _key_or_none(second)
-    assert _key_or_none(first) is not None and _key_or_none(second) is not None
-    assert zarr_metadata.exact_key(list(first)) == zarr_metadata.exact_key(first)
-    assert hash(zarr_metadata.exact_key(first)) == hash(zarr_metadata.exact_key(list(first)))
