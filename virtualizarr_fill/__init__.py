@@ -55,9 +55,11 @@ if TYPE_CHECKING:
         open_virtual_series,
     )
     from virtualizarr_fill.assemble.encodings import check_encoding
+    from virtualizarr_fill.assemble.time_stack import stack_by_time
     from virtualizarr_fill.codecs.crop import CropCodec
     from virtualizarr_fill.codecs.truncate import TruncateCodec
     from virtualizarr_fill.fill.conflicts import fill_conflicts
+    from virtualizarr_fill.formats import open_virtual_datasets
     from virtualizarr_fill.hdf5 import HDF5Parser
     from virtualizarr_fill.manifests import FileManifestStore, FillManifestArray
     from virtualizarr_fill.reads import PIPELINE_PATH, fast_reads, use_manifest_pipeline
@@ -91,9 +93,11 @@ _LAZY = {
     "open_icechunk": "virtualizarr_fill.writers.repository",
     "open_icechunk_datatree": "virtualizarr_fill.writers.repository",
     "open_kerchunk": "virtualizarr_fill.writers.kerchunk",
+    "open_virtual_datasets": "virtualizarr_fill.formats",
     "open_virtual_mosaic": "virtualizarr_fill.assemble",
     "open_virtual_series": "virtualizarr_fill.assemble",
     "open_virtual_stac": "virtualizarr_fill.stac",
+    "stack_by_time": "virtualizarr_fill.assemble.time_stack",
     "to_icechunk": "virtualizarr_fill.writers",
     "to_kerchunk": "virtualizarr_fill.writers",
     "use_manifest_pipeline": "virtualizarr_fill.reads",
@@ -175,9 +179,11 @@ __all__ = [
     "open_icechunk",
     "open_icechunk_datatree",
     "open_kerchunk",
+    "open_virtual_datasets",
     "open_virtual_mosaic",
     "open_virtual_series",
     "open_virtual_stac",
+    "stack_by_time",
     "to_icechunk",
     "to_kerchunk",
     "use_manifest_pipeline",

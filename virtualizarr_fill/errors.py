@@ -117,8 +117,10 @@ class UnregisteredURLError(VirtualizarrFillError, ValueError):
     """No store in the object store registry resolves the URL."""
 
 
-class TimeCoordinateError(VirtualizarrFillError, ValueError):
-    """A scene's time is missing or unreadable, or two scenes have the same time."""
+class TimeCoordinateError(IncompatibleArraysError):
+    """A scene's time is missing or unreadable, or two scenes have the same time (an
+    :class:`IncompatibleArraysError`, which the same-time refusal of a series raised in
+    earlier releases)."""
 
 
 class StacItemError(VirtualizarrFillError, ValueError):

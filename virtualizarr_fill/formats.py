@@ -213,11 +213,35 @@ def open_virtual_datasets(
     **options: Any,
 ) -> list[Outcome[str, Any]]:
     """:func:`virtualizarr.open_virtual_dataset` of every URL, each in a worker process
-    (:func:`isolated_map`), in the order of ``urls``.
+    (:func:`~virtualizarr_fill.io.isolation.isolated_map`), in the order of ``urls``: a
+    file that crashes or exhausts its worker costs its own outcome, not the others'.
 
-    ``parser`` defaults to :class:`AutoParser`; ``registry``
-    (picklable, as obstore's stores are) to stores built from each URL as the
-    command-line tool builds them; ``options`` go to ``open_virtual_dataset``.
+    Parameters
+    ----------
+    urls
+        The files.
+    parser
+        The parser (default :class:`AutoParser`, which picks TIFF or HDF5 by signature).
+    registry
+        Resolves the URLs to object stores; picklable, as obstore's stores are (default:
+        stores built from each URL as the command-line tool builds them).
+    workers
+        Worker processes running at once.
+    memory_limit
+        Bytes of address space a worker may map beyond what it maps once started
+        (``None``: no cap).
+    timeout
+        Seconds one file may take; a worker past it is killed (``None``: no limit).
+    tasks_per_worker
+        Replace each worker after this many files.
+    **options
+        Passed to ``open_virtual_dataset``.
+
+    Returns
+    -------
+    list of Outcome
+        One per URL, in the order of ``urls``: ``outcome.ok`` and ``outcome.value`` (the
+        virtual dataset), or ``outcome.problem`` saying what became of the file.
     """
     if parser is None:
         parser = AutoParser()

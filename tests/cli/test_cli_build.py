@@ -595,8 +595,8 @@ def test_append_of_one_step_files_names_the_new_file_at_fault(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], new: list[int]
 ) -> None:
     """A store of days 1 to 4 (one step a file): appending day 6 leaves a gap, and
-    appending a copy of day 4 under another name overlaps; the refusal names the new
-    file, not "the new files"."""
+    appending a copy of day 4 under another name repeats a stored time (refused as two
+    scenes of one time are); the refusal names the new file, not "the new files"."""
     from tests.assemble.test_series_spacing import single_step_files
 
     days = [pd.Timestamp(f"2024-01-{d:02d}") for d in range(1, 7)]
@@ -613,7 +613,7 @@ def test_append_of_one_step_files_names_the_new_file_at_fault(
         copy.parent.mkdir()
         copy.write_bytes(paths[3].read_bytes())
         appended = [copy, paths[4]]
-        fault, message = "day_copy.nc", "overlap along 'time'"
+        fault, message = "day_copy.nc", "have the same time (2024-01-04T00:00:00)"
     code, _, err = _run(capsys, "build", *appended, "--out", repo, "--append")
     line = _error_line(err)
     assert code == EXIT_BAD_INPUT

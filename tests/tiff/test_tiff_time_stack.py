@@ -233,7 +233,13 @@ def test_cli_time_stack_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
     code = main(["build", str(directory / "*.tif"), "--time-from", "datetime", "--out", out])
     _, err = capsys.readouterr()
     assert code == EXIT_BAD_INPUT
-    assert "a.tif and " in err and "b.tif have the same time (2024-01-01T00:00:00" in err
+    # the message of stack_by_time and open_virtual_series (tests/assemble/
+    # test_time_stack_entry_points.py), after the command's prefix
+    assert err.strip().splitlines()[-1] == (
+        "virtualizarr-fill: error: the files cannot be combined along 'time': "
+        f"{_url(directory / 'a.tif')} and {_url(directory / 'b.tif')} have the same time "
+        "(2024-01-01T00:00:00); a time stack takes one scene per time"
+    )
     assert not Path(out).exists()
     code = main(
         [
@@ -250,6 +256,36 @@ def test_cli_time_stack_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == EXIT_USAGE and "stacks along 'time'" in capsys.readouterr()[1]
     code = main(["build", str(directory / "a.tif"), "--time-from", "(a)(b)", "--out", out])
     assert code == EXIT_USAGE and "--time-from" in capsys.readouterr()[1]
+
+
+def test_cli_append_refuses_a_scene_of_a_stored_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new scene at a time the repository holds, at its end or before it, is refused
+    as two scenes of one time are, naming the repository and the file."""
+    directory = tmp_path / "scenes"
+    directory.mkdir()
+    for name, day in (("a.tif", 1), ("b.tif", 3), ("late_twin.tif", 3), ("early_twin.tif", 1)):
+        make_gdal_features.write_dated_scene(directory / name, dt.datetime(2024, 1, day))
+    out = tmp_path / "stack.icechunk"
+    built = [str(directory / n) for n in ("a.tif", "b.tif")]
+    assert main(["build", *built, "--time-from", "datetime", "--out", str(out)]) == EXIT_OK
+    capsys.readouterr()
+    for name, day in (("late_twin.tif", "03"), ("early_twin.tif", "01")):
+        code = main(["build", str(directory / name), "--append", "--out", str(out)])
+        err = capsys.readouterr()[1]
+        assert code == EXIT_BAD_INPUT
+        assert err.strip().splitlines()[-1] == (
+            "virtualizarr-fill: error: the files cannot be combined along 'time': "
+            f"{out} and {directory / name} have the same time (2024-01-{day}T00:00:00); "
+            "a time stack takes one scene per time"
+        )
+    _, store = _open_icechunk(out, directory)
+    stored = xr.open_zarr(store, consolidated=False, zarr_format=3)
+    assert stored["time"].values.tolist() == [
+        np.datetime64("2024-01-01", "ns").item(),
+        np.datetime64("2024-01-03", "ns").item(),
+    ]
 
 
 def test_cli_builds_a_multiscale_mosaic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -97,6 +97,12 @@ def open_virtual_series(
         Files that overlap, leave gaps, differ in their other coordinates or variables,
         or cannot share one virtual array (codecs, data types, fill values, or CF
         encoding such as ``scale_factor``, ``add_offset`` or ``units``), naming them.
+    virtualizarr_fill.TimeCoordinateError
+        Along ``"time"``, two files holding one time each (scenes, parsed with
+        ``TIFFParser(time_from=...)``) of the same time, as
+        :func:`virtualizarr_fill.assemble.time_stack.stack_by_time` refuses them (the
+        same message, naming both files and the time); such files are ordered by its
+        rule too.
     """
     urls = list(urls)
     if not urls:

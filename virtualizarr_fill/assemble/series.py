@@ -14,6 +14,8 @@ series (names of the files in every message):
 * the order comes from the files' coordinate along ``dim``, in the direction of the first
   file's (a GeoTIFF's ``y`` decreases), not from the order given;
 * the combined coordinate must be strictly monotonic (no overlap, no duplicate);
+  files holding one ``time`` each (scenes) are ordered, and two of one time refused, by
+  :func:`.time_stack.time_order`, the rule of :func:`.time_stack.stack_by_time`;
 * where every file's coordinate is regularly spaced with one spacing, the files must
   abut: a gap between two files is refused unless ``allow_gaps``;
 * every other 1-D dimension coordinate must be equal in every file (xarray's
@@ -34,9 +36,11 @@ from virtualizarr.manifests import ManifestArray
 
 from virtualizarr_fill.assemble.attributes import common_attributes, recording_dropped
 from virtualizarr_fill.assemble.parts import FilePart
+from virtualizarr_fill.assemble.time_stack import same_time_error, time_order
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill.conflicts import FILL_ATTRIBUTES, combining_variable
 from virtualizarr_fill.manifests.fill_attributes import with_array_fill_attributes
+from virtualizarr_fill.tiff.scene_time import TIME
 
 
 def _names(parts: Sequence[FilePart], indices: Sequence[int], limit: int = 3) -> str:
@@ -150,7 +154,12 @@ def order_parts(parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False
     if any(k is None for k in keys):
         empty = [i for i, k in enumerate(keys) if k is None]
         raise IncompatibleArraysError(f"{_names(parts, empty)}: no values along {dim!r}")
-    order = sorted(range(len(parts)), key=lambda i: keys[i], reverse=descending)  # type: ignore[arg-type, return-value]
+    if dim == TIME and all(v.size == 1 for v in values):
+        # scenes, one time each: ordered and refused as stack_by_time orders them
+        urls = [part.url for part in parts]
+        order = time_order(keys, urls, parts[0].coords[dim].attrs)
+    else:
+        order = sorted(range(len(parts)), key=lambda i: keys[i], reverse=descending)  # type: ignore[arg-type, return-value]
     ordered = [parts[i] for i in order]
     ordered_values = [values[i] for i in order]
     for values_i, part in zip(ordered_values, ordered, strict=True):
@@ -168,6 +177,10 @@ def order_parts(parts: Sequence[FilePart], dim: str, *, allow_gaps: bool = False
     for i in range(1, len(ordered)):
         before, after = ordered_values[i - 1][-1], ordered_values[i][0]
         step = (after - before) if not descending else (before - after)
+        single = ordered_values[i - 1].size == 1 or ordered_values[i].size == 1
+        if dim == TIME and single and step == _zero(step):  # a scene at a time taken
+            attrs = ordered[i - 1].coords[dim].attrs
+            raise same_time_error(ordered[i - 1].url, ordered[i].url, before, attrs)
         if ordered_values[i - 1].size == 1 and ordered_values[i].size == 1 and step == _zero(step):
             raise IncompatibleArraysError(
                 f"{ordered[i - 1].url} and {ordered[i].url} have the same {dim} "

@@ -263,6 +263,7 @@ def check_append(
     else:
         after = [part("the new files", new[dim].variable.load())]
     with combining(f"along {dim!r}"):
+        _refuse_stored_times(before, after, dim)
         ordered = order_parts([before, *after], dim, allow_gaps=plan.gaps_allowed)
     if ordered[0] is not before:
         first = ordered[0]
@@ -273,3 +274,19 @@ def check_append(
             "last stored one; rebuild to insert earlier files",
             EXIT_BAD_INPUT,
         )
+
+
+def _refuse_stored_times(before: FilePart, after: Sequence[FilePart], dim: str) -> None:
+    """A new scene at a time the store already holds is refused as two scenes of one
+    time are (:func:`~virtualizarr_fill.assemble.time_stack.same_time_error`), wherever
+    that time lies in the store (not only at its end)."""
+    from virtualizarr_fill.assemble.time_stack import same_time_error
+    from virtualizarr_fill.tiff.scene_time import TIME
+
+    if dim != TIME:
+        return
+    stored = before.coords[dim]
+    for part in after:
+        values = part.coords[dim].values
+        if values.size == 1 and values[0] in stored.values:
+            raise same_time_error(before.url, part.url, values[0], stored.attrs)

@@ -3,8 +3,10 @@
 Each file is parsed with ``TIFFParser(time_from=SPEC)``, which gives its dataset a
 ``time`` dimension of length one and the scene's CF-encoded time (see
 :mod:`virtualizarr_fill.tiff.scene_time`); the files are then combined along ``time`` in
-time order (:func:`virtualizarr_fill.assemble.series.order_parts`). Two scenes of the same
-time are refused as overlapping, naming both files.
+time order and two scenes of the same time refused, naming both files and the time, by
+the rule :func:`virtualizarr_fill.assemble.time_stack.stack_by_time` follows
+(:func:`~virtualizarr_fill.assemble.time_stack.time_order`, through
+:func:`virtualizarr_fill.assemble.series.order_parts`).
 """
 
 from __future__ import annotations
