@@ -11,11 +11,7 @@ package imports this module.
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
-
-from virtualizarr_fill.errors import VirtualizarrFillDeprecationWarning
+from virtualizarr_fill.deprecations import moved_attribute
 
 #: The names this module held, and where each lives now.
 _MOVED = {
@@ -30,18 +26,7 @@ _MOVED = {
 _ROOT_NAMES = {"open_virtual_datasets"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    root = f" (or virtualizarr_fill.{name})" if name in _ROOT_NAMES else ""
-    warnings.warn(
-        f"{__name__}.{name} is deprecated and will be removed in the next release; use "
-        f"'from {module} import {name}'{root}",
-        VirtualizarrFillDeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(module), name)
+__getattr__ = moved_attribute(__name__, _MOVED, _ROOT_NAMES)
 
 
 def __dir__() -> list[str]:

@@ -31,7 +31,7 @@ DEPRECATED_SHIMS = ["time_stack", "isolation"]
 #: Lowest first. A package imports only itself and the packages of lower layers.
 LAYERS: list[list[str]] = [
     ["errors", "parser_options"],
-    ["upstream", "io", "codecs"],
+    ["upstream", "io", "codecs", "deprecations"],
     ["fill"],
     ["zarr_model"],  # merged metadata follows the fill-conflict rule
     ["manifests", "report", "multiscales"],
