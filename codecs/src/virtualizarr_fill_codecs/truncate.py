@@ -7,8 +7,9 @@ reshape. This codec drops the excess.
 
 It is only correct when the logical chunk is a *prefix* of the stored bytes in storage
 order (padding along the slowest-varying non-singleton axis only);
-``virtualizarr_fill.zarr_model.edge_codecs.decide_edge_handling`` decides that in virtualizarr-fill, and
-:class:`~virtualizarr_fill_codecs.crop.CropCodec` handles the other cases.
+``virtualizarr_fill.zarr_model.edge_codecs.decide_edge_handling`` decides that in
+virtualizarr-fill, and :class:`~virtualizarr_fill_codecs.crop.CropCodec` handles the other
+cases.
 
 Placement: immediately after the array->bytes codec and before any compressor, so that
 on decode it runs on decompressed bytes just before they are reshaped::
