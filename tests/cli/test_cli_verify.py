@@ -395,6 +395,7 @@ def test_verify_reads_a_series_that_is_rectilinear_only_when_combined(tmp_path: 
         with h5py.File(tmp_path / f"part_{k}.h5", "w") as f:
             f.create_dataset("data", data=np.arange(10, dtype="f4") + 10 * k, chunks=(4,))
     environment = {k: v for k, v in os.environ.items() if k != "ZARR_ARRAY__RECTILINEAR_CHUNKS"}
+    environment["PYTHONFAULTHANDLER"] = "1"  # a crash shows where, in the assertion's message
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
