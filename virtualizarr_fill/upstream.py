@@ -15,8 +15,8 @@ What passes through and why: ``docs/architecture.md`` ("Living alongside Virtual
 and zarr"). The bypasses of validating constructors exist for speed (thousands of arrays
 per archive) and are used only while the class holds nothing but the state they set.
 
-:func:`warn_if_untested` warns once per process when the installed zarr or VirtualiZarr
-is newer than the newest release these adaptations were tested with.
+:mod:`virtualizarr_fill.upstream_checks` holds the presence checks, the error and the
+record of the releases tested, which touch no internal themselves.
 :func:`supports_rectilinear` tells whether VirtualiZarr's own ``ManifestArray`` accepts
 rectilinear chunk grids (its PR #954); once it does, the writers hand such arrays to
 VirtualiZarr's writers instead of to this package's own.
@@ -28,67 +28,25 @@ import dataclasses
 import functools
 import importlib
 import importlib.metadata
-import threading
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
-from packaging.version import Version
 from virtualizarr.manifests.indexing import SubChunkIndexingError as SubChunkIndexingError
 from virtualizarr.manifests.manifest import ChunkManifest
 
-from virtualizarr_fill.errors import UntestedVersionWarning, UpstreamFeatureError
+from virtualizarr_fill.upstream_checks import NEWEST_TESTED as NEWEST_TESTED
+from virtualizarr_fill.upstream_checks import _checked as _checked
+from virtualizarr_fill.upstream_checks import clear_feature_checks as clear_feature_checks
+from virtualizarr_fill.upstream_checks import has_feature as has_feature
+from virtualizarr_fill.upstream_checks import missing_feature as missing_feature
+from virtualizarr_fill.upstream_checks import warn_if_untested as warn_if_untested
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
     from virtualizarr.manifests import ManifestArray, ManifestGroup
     from zarr.core.group import GroupMetadata
     from zarr.core.metadata.v3 import ArrayV3Metadata
-
-
-#: Newest releases the adaptations were tested with (CI runs them and the oldest
-#: supported ones; ``pyproject.toml`` states the lower bounds).
-NEWEST_TESTED = {
-    "virtualizarr": Version("2.8.0"),
-    "zarr": Version("3.4.2"),
-    "xarray": Version("2026.9.0"),
-    "icechunk": Version("2.3.0"),
-}
-
-
-def missing_feature(package: str, feature: str, purpose: str) -> UpstreamFeatureError:
-    """The error for ``package``'s missing ``feature`` (what it is used for: ``purpose``)."""
-    try:
-        version = importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        version = "(not installed)"
-    tested = NEWEST_TESTED.get(package)
-    return UpstreamFeatureError(
-        f"{package} {version} has no {feature}, which virtualizarr-fill uses {purpose}; "
-        f"install a {package} release that has it" + (f" (tested up to {tested})" if tested else "")
-    )
-
-
-_checked: dict[str, bool] = {}
-
-
-def has_feature(feature: str, probe: Callable[[], object]) -> bool:
-    """Whether ``probe()`` is true (an exception counts as false), asked once per
-    ``feature`` and process."""
-    found = _checked.get(feature)
-    if found is None:
-        try:
-            found = bool(probe())
-        except Exception:
-            found = False
-        _checked[feature] = found
-    return found
-
-
-def clear_feature_checks() -> None:
-    """Forget every answer of :func:`has_feature` (for tests that change an upstream)."""
-    _checked.clear()
 
 
 def _private(module: str, name: str, purpose: str) -> Callable[..., Any]:
@@ -513,36 +471,6 @@ def store_walk_known() -> bool:
     from virtualizarr.manifests import store
 
     return hasattr(store, "_get_deepest_group_or_array")
-
-
-_warned = False
-_warn_lock = threading.Lock()
-
-
-def warn_if_untested() -> None:
-    """Warn once per process if zarr or VirtualiZarr is newer than the newest release
-    the adaptations were tested with (they may still work: nothing is refused)."""
-    global _warned
-    if _warned:
-        return
-    with _warn_lock:
-        if _warned:
-            return
-        _warned = True
-        import virtualizarr
-        import zarr
-
-        for name, found in (("virtualizarr", virtualizarr.__version__), ("zarr", zarr.__version__)):
-            version = Version(Version(found).base_version)
-            newest = NEWEST_TESTED[name]
-            if (version.major, version.minor) > (newest.major, newest.minor):
-                warnings.warn(
-                    f"virtualizarr-fill was tested with {name} up to {newest}; found {found}. "
-                    "It adapts a few of its internals (virtualizarr_fill.upstream): "
-                    "if something fails, please report it with this version.",
-                    UntestedVersionWarning,
-                    stacklevel=3,
-                )
 
 
 @functools.cache
