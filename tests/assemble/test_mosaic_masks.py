@@ -99,12 +99,16 @@ def _refused(paths: list[Path], kind: str, **kwargs: Any) -> str:
     return message
 
 
-@pytest.mark.parametrize(
+#: Tiles side by side, with a gap, and overlapping under either rule.
+EVERY_PLACEMENT = pytest.mark.parametrize(
     ("step", "kwargs"),
     [(SIZE, {}), (SIZE + 10, {"allow_gaps": True}), (SIZE - 9, {"overlap": "first"}),
      (SIZE - 9, {"overlap": "last"})],
     ids=["plain", "gaps", "overlap-first", "overlap-last"],
 )  # fmt: skip
+
+
+@EVERY_PLACEMENT
 def test_masks_hiding_data_are_refused_naming_the_tile(
     tmp_path: Path, step: int, kwargs: dict[str, Any]
 ) -> None:
@@ -121,12 +125,7 @@ def test_masks_hiding_data_are_refused_naming_the_tile(
     assert message.startswith(f"file://{paths[2]} has an internal mask")
 
 
-@pytest.mark.parametrize(
-    ("step", "kwargs"),
-    [(SIZE, {}), (SIZE + 10, {"allow_gaps": True}), (SIZE - 9, {"overlap": "first"}),
-     (SIZE - 9, {"overlap": "last"})],
-    ids=["plain", "gaps", "overlap-first", "overlap-last"],
-)  # fmt: skip
+@EVERY_PLACEMENT
 def test_masks_hiding_only_nodata_equal_rasterio_merge(
     tmp_path: Path, step: int, kwargs: dict[str, Any]
 ) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from tests._cli import run_cli as _run
+from tests._damaged_files import damage_strip
 from virtualizarr_fill.cli import EXIT_IO, EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
 
 rasterio = pytest.importorskip("rasterio")
@@ -643,13 +644,7 @@ def test_a_chunk_that_does_not_decode_is_named(
     path = tmp_path / "damaged.tif"
     values = np.random.default_rng(2).integers(0, 255, (64, 40), dtype=np.uint8)
     tifffile.imwrite(path, values, compression="lzw", rowsperstrip=16)
-    with tifffile.TiffFile(path) as tif:
-        page = tif.pages[0]
-        offset, count = page.dataoffsets[2], page.databytecounts[2]  # type: ignore[union-attr]
-    content = bytearray(path.read_bytes())
-    for i in range(offset + 5, offset + count - 5, 7):
-        content[i] ^= 0x5A
-    path.write_bytes(bytes(content))
+    damage_strip(path, 2)
     with rasterio.open(path) as src, pytest.raises(rasterio.errors.RasterioIOError):
         src.read()
     repo = tmp_path / "damaged.icechunk"

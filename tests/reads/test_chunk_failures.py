@@ -25,6 +25,7 @@ from obspec_utils.registry import ObjectStoreRegistry
 from obstore.store import LocalStore
 
 import virtualizarr_fill
+from tests._damaged_files import flip_bytes
 from virtualizarr_fill import ChunkDecodeError, HDF5Parser, TIFFParser
 from virtualizarr_fill.reads import scheduling
 
@@ -47,13 +48,6 @@ def _lzw_tiff(path: Path, rows: int, rows_per_strip: int) -> np.ndarray:
     data = np.random.default_rng(3).integers(0, 255, (rows, 64, 3), dtype=np.uint8)
     tifffile.imwrite(path, data, compression="lzw", rowsperstrip=rows_per_strip, photometric="rgb")
     return data
-
-
-def _flip_bytes(path: Path, offset: int, length: int) -> None:
-    content = bytearray(path.read_bytes())
-    for i in range(offset + 5, offset + length - 5, 7):
-        content[i] ^= 0x5A
-    path.write_bytes(bytes(content))
 
 
 def _open_band(path: Path) -> Any:
@@ -89,7 +83,7 @@ def test_a_corrupt_tiff_strip_is_named(
     data = _lzw_tiff(path, rows, rows_per_strip)
     offsets, counts = _strips(path)
     bad = 10 if len(offsets) > 10 else 1
-    _flip_bytes(path, offsets[bad], counts[bad])
+    flip_bytes(path, offsets[bad], counts[bad])
     with pytest.raises(Exception):  # the native reader fails on it too  # noqa: B017
         tifffile.imread(path)
     with _reading(read_path), pytest.raises(ChunkDecodeError) as raised:
@@ -155,7 +149,7 @@ def test_a_corrupt_hdf5_chunk_is_named(tmp_path: Path, read_path: str) -> None:
         chunks = [dataset.get_chunk_info(i) for i in range(dataset.get_num_chunks())]
         info = max(chunks, key=lambda chunk: chunk.size)
     index = tuple(int(i) // 2 if k == 0 else 0 for k, i in enumerate(info.chunk_offset))
-    _flip_bytes(path, info.byte_offset, info.size)
+    flip_bytes(path, info.byte_offset, info.size)
     with h5py.File(path) as f, pytest.raises(OSError):  # h5py fails on it too
         f["t"][()]
     with warnings.catch_warnings():
@@ -187,7 +181,7 @@ def test_a_corrupt_chunk_of_an_icechunk_store_is_named_by_its_key(tmp_path: Path
     path = data_dir / "damaged.tif"
     _lzw_tiff(path, 64, 16)
     offsets, counts = _strips(path)
-    _flip_bytes(path, offsets[2], counts[2])
+    flip_bytes(path, offsets[2], counts[2])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         vds = open_virtual_dataset(f"file://{path}", registry=REGISTRY, parser=TIFFParser())

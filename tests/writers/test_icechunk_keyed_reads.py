@@ -21,6 +21,7 @@ import zarr
 from zarr.storage import WrapperStore
 
 import virtualizarr_fill
+from tests._damaged_files import damage_strip
 from virtualizarr_fill.cli import EXIT_OK, main
 from virtualizarr_fill.reads import keyed_batches
 from virtualizarr_fill.writers.repository import _readable_store
@@ -233,13 +234,7 @@ def test_a_strip_that_does_not_decode_is_named_by_its_key(
     path = tmp_path / "damaged.tif"
     values = np.random.default_rng(5).integers(0, 255, (64, 40), dtype=np.uint8)
     tifffile.imwrite(path, values, compression="zlib", rowsperstrip=16)
-    with tifffile.TiffFile(path) as tif:
-        page = tif.pages[0]
-        offset, count = page.dataoffsets[2], page.databytecounts[2]  # type: ignore[union-attr]
-    content = bytearray(path.read_bytes())
-    for i in range(offset + 5, offset + count - 5, 7):
-        content[i] ^= 0x5A
-    path.write_bytes(bytes(content))
+    damage_strip(path, 2)
     with rasterio.open(path) as src, pytest.raises(rasterio.errors.RasterioIOError):
         src.read()
     location = tmp_path / "damaged.icechunk"
