@@ -5,8 +5,8 @@ The tiles are those of ``_scale_inputs.py`` (one float32 band of 60 x 64 pixels 
 deflate strips, each tile directly south of the previous one), so that the same files
 build both a mosaic (``--mosaic``) and a series along ``y`` (``--concat-dim y``). Each
 build runs in a fresh process, alone, and is timed from the outside; its peak resident
-memory is the process's own (``ru_maxrss`` of ``wait4``, in a process that starts from
-this small one). The table gives, for each count, the wall time, the time per file
+memory is the process's own (``ru_maxrss`` of ``wait4``, taken by a small launcher
+process, see ``_LAUNCHER``). The table gives, for each count, the wall time, the time per file
 against the smallest count's, and the peak memory with its growth per file.
 
 Usage::
@@ -23,7 +23,6 @@ for the next run, ``--processes`` writes them in parallel).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -53,6 +52,19 @@ def tile_set(tiles: list[Path], count: int, directory: Path) -> str:
     return str(folder / "*.tif")
 
 
+#: Runs a command and prints its peak resident memory in KB. The build is started by
+#: this small process, not by the benchmark: Linux keeps a process's peak across
+#: ``exec`` (and ``subprocess`` starts children with ``vfork``), so a build started by the
+#: benchmark itself, which holds 10^6 tile paths, would report the benchmark's peak.
+_LAUNCHER = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(usage.ru_maxrss, flush=True)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def build(pattern: str, mode: str, out: Path) -> tuple[float, float]:
     """One build of the tiles ``pattern`` names: its wall time in seconds and peak
     memory in MB."""
@@ -60,17 +72,19 @@ def build(pattern: str, mode: str, out: Path) -> tuple[float, float]:
     command = [sys.executable, "-m", "virtualizarr_fill.cli", "build", pattern]
     command += [*MODES[mode], "--out", str(out)]
     started = time.perf_counter()
-    process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    launched = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, *command],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,  # stderr: the progress lines
+        check=False,
     )
-    assert process.stderr is not None
-    stderr = process.stderr.read()  # the progress lines, read as they come
-    _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     shutil.rmtree(out, ignore_errors=True)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(command)}: {stderr.decode(errors='replace')[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    if launched.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command)}: {launched.stderr.decode(errors='replace')[-2000:]}"
+        )
+    return wall, int(launched.stdout.split()[-1]) / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
