@@ -2,8 +2,9 @@
 dask cluster as a tree reduction.
 
 A :class:`Collector` keeps each file's :class:`~.parts.FilePart` checked against the
-first file and compacted (:func:`~.parts.compact`), so that what it holds grows with
-the chunk references only. Collectors of the same combination merge: the other's first
+first file and compacted (:func:`~.parts.compact`), in columns
+(:class:`~.part_table.PartTable`), so that what it holds grows with the chunk references
+only, not with objects per file. Collectors of the same combination merge: the other's first
 file is checked against this one's, and its files compacted again against it.
 
 That makes the work of many files a reduction. An executor's tasks each parse a batch
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import xarray as xr
 
+from virtualizarr_fill.assemble.part_table import PartTable
 from virtualizarr_fill.assemble.parts import (
     FilePart,
     Known,
@@ -60,6 +62,10 @@ __all__ = [
 ]
 
 
+#: Parts of another collector compacted together (their objects alive meanwhile).
+_COMPACTED_AT_ONCE = 1024
+
+
 class Collector:
     """Parsed files for a combination along ``dims``: each checked against the first
     and compacted as it arrives (:func:`~.parts.compact`), so that what is kept grows
@@ -69,7 +75,8 @@ class Collector:
         self.dims = list(dims)
         self.new_dim = new_dim
         self.decode_times = decode_times
-        self.parts: list[FilePart] = []
+        #: The files' compacted parts, in columns.
+        self.parts = PartTable()
         self._reference: FilePart | None = None
         self._combined: list[str] = []
         #: The first file's time encodings of the combined virtual variables.
@@ -107,7 +114,7 @@ class Collector:
             return self
         if self._reference is None:
             self._reference, self._combined = other._reference, other._combined
-            self.parts.extend(other.parts)
+            self.parts.extend(other.parts)  # (a copy: merge_collectors leaves its inputs)
             self._band_counts.update(other._band_counts)
             self._band_examples.update(other._band_examples)
             return self
@@ -120,10 +127,13 @@ class Collector:
         check_same_structure(self._reference, other._reference, self.dims)
         self._check_time_encodings(other._reference)
         self._check_encodings(other._reference)
-        known: Known = {}
-        self.parts.extend(
-            compact(part, self._reference, self._combined, self.dims, known) for part in other.parts
-        )
+        for start in range(0, len(other.parts), _COMPACTED_AT_ONCE):
+            # ``known`` goes by identity: the parts it saw are kept until it is dropped
+            # (the table builds a part's objects anew each time it is read)
+            known: Known = {}
+            others = other.parts[start : start + _COMPACTED_AT_ONCE]
+            reference, combined = self._reference, self._combined
+            self.parts.extend([compact(p, reference, combined, self.dims, known) for p in others])
         return self
 
     def _check_time_encodings(self, part: FilePart) -> None:
