@@ -71,10 +71,10 @@ class PartTable(Sequence[FilePart]):
         self._template_of: dict[tuple[str, str], array.array[int]] = {}
         self._start_of: dict[tuple[str, str], array.array[int]] = {}
         # chunk references of the manifests, end to end
-        self._paths: list[str] = []
+        self._path_table: list[str] = []
         self._chunk_paths = _refs()
-        self._offsets: array.array[int] = array.array("Q")
-        self._lengths: array.array[int] = array.array("Q")
+        self._chunk_offsets: array.array[int] = array.array("Q")
+        self._chunk_lengths: array.array[int] = array.array("Q")
         # coordinate values, end to end, by name
         self._values: dict[str, bytearray] = {}
 
@@ -134,7 +134,11 @@ class PartTable(Sequence[FilePart]):
         self._dims.append(self._intern(part.dims))
         self._coord_names.append(self._intern(part.coord_names))
         self._attributes.append(self._intern(part.attributes))
-        keepers = {"arrays": self._array, "var_attrs": self._attrs, "coords": self._coord}
+        keepers = {
+            "arrays": self._keep_array,
+            "var_attrs": self._keep_attributes,
+            "coords": self._keep_coordinate,
+        }
         kinds: tuple[Mapping[str, Any], ...] = (part.arrays, part.var_attrs, part.coords)
         for kind, values in zip(_KINDS, kinds, strict=True):
             for name, value in values.items():
@@ -166,7 +170,7 @@ class PartTable(Sequence[FilePart]):
         for part in parts:
             self.append(part)
 
-    def _array(self, name: str, value: Any) -> tuple[int, int]:
+    def _keep_array(self, name: str, value: Any) -> tuple[int, int]:
         """Keep a manifest array's chunk references in the columns: its template (type,
         metadata and other state) and where its references start; (-1, 0) for an array
         the columns cannot hold (one the table holds already, inlined chunks)."""
@@ -185,18 +189,18 @@ class PartTable(Sequence[FilePart]):
         shape = entries.paths.shape
         record = len(self._chunk_paths)
         self._chunk_paths.append(self._template(("shape", shape), shape))
-        self._chunk_paths.append(len(self._offsets))
-        last = self._paths[-1] if self._paths else None
+        self._chunk_paths.append(len(self._chunk_offsets))
+        last = self._path_table[-1] if self._path_table else None
         for path in entries.paths.ravel().tolist():
             if path != last:  # the chunks of a file share its path
-                self._paths.append(path)
+                self._path_table.append(path)
                 last = path
-            self._chunk_paths.append(len(self._paths) - 1)
-        self._offsets.extend(entries.offsets.ravel().tolist())
-        self._lengths.extend(entries.lengths.ravel().tolist())
+            self._chunk_paths.append(len(self._path_table) - 1)
+        self._chunk_offsets.extend(entries.offsets.ravel().tolist())
+        self._chunk_lengths.extend(entries.lengths.ravel().tolist())
         return template, record
 
-    def _attrs(self, name: str, value: Any) -> tuple[int, int]:
+    def _keep_attributes(self, name: str, value: Any) -> tuple[int, int]:
         """Keep a variable's attributes as the values that differ from the first file's
         (the tie points of a tile's grid mapping), where they have the same keys."""
         base_index = self._templates.get(("attrs", name))
@@ -209,7 +213,7 @@ class PartTable(Sequence[FilePart]):
         self._objects.append(own)  # this file's own: not looked up by identity
         return base_index, len(self._objects) - 1
 
-    def _coord(self, name: str, value: Any) -> tuple[int, int]:
+    def _keep_coordinate(self, name: str, value: Any) -> tuple[int, int]:
         """Keep a 1-D coordinate's values end to end, its dimensions, attributes and
         encoding as objects shared by the files."""
         if (
@@ -258,9 +262,9 @@ class PartTable(Sequence[FilePart]):
         first = self._chunk_paths[start + 1]
         count = math.prod(shape)
         indices = self._chunk_paths[start + 2 : start + 2 + count]
-        paths = np.array([self._paths[i] for i in indices], dtype=_STRINGS).reshape(shape)
-        offsets = np.array(self._offsets[first : first + count], dtype=np.uint64)
-        lengths = np.array(self._lengths[first : first + count], dtype=np.uint64)
+        paths = np.array([self._path_table[i] for i in indices], dtype=_STRINGS).reshape(shape)
+        offsets = np.array(self._chunk_offsets[first : first + count], dtype=np.uint64)
+        lengths = np.array(self._chunk_lengths[first : first + count], dtype=np.uint64)
         manifest = upstream.chunk_manifest(paths, offsets.reshape(shape), lengths.reshape(shape))
         return upstream.manifest_array(type(template), template.metadata, manifest, like=template)
 
