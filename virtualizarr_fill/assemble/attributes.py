@@ -4,29 +4,36 @@ combines them, and the record of what a combination dropped
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import xarray as xr
 
+#: Distinct attribute dictionaries :func:`common_attributes` remembers, to skip those
+#: it meets again (the files' shared ones); it keeps them alive, so that an identity it
+#: remembers is never that of a later dictionary built in the same place.
+_REMEMBERED = 1024
+
 
 def common_attributes(
-    attribute_sets: Sequence[Mapping[Any, Any]], dropped: set[Hashable] | None = None
+    attribute_sets: Iterable[Mapping[Any, Any]], dropped: set[Hashable] | None = None
 ) -> dict[Hashable, Any]:
     """xarray's ``combine_attrs="drop_conflicts"``: the attributes whose values agree
     wherever they appear (an attribute missing from some inputs is kept). The names of
     those that do not are added to ``dropped``, where given. Attributes that change
     decoded values never reach here differing: the files were refused
-    (:mod:`virtualizarr_fill.fill.encoding`)."""
+    (:mod:`virtualizarr_fill.fill.encoding`). ``attribute_sets`` may be an iterator
+    (each dictionary is read once)."""
     from xarray.core.utils import equivalent
 
     result: dict[Hashable, Any] = {}
     lost: set[Hashable] = set()
-    seen: set[int] = set()
+    seen: dict[int, Mapping[Any, Any]] = {}
     for attributes in attribute_sets:
         if id(attributes) in seen:  # a shared dict: nothing new
             continue
-        seen.add(id(attributes))
+        if len(seen) < _REMEMBERED:
+            seen[id(attributes)] = attributes
         for key, value in attributes.items():
             if key in lost:
                 continue

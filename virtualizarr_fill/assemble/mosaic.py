@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray
 from zarr.core.chunk_grids import FixedDimension
 
 from virtualizarr_fill.assemble.attributes import common_attributes
+from virtualizarr_fill.assemble.blocks import concatenated
 from virtualizarr_fill.assemble.masks import check_masks
 from virtualizarr_fill.assemble.overlaps import check_overlaps, read_window, tile_bounds
 from virtualizarr_fill.assemble.parts import FilePart
@@ -247,7 +248,7 @@ def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> x
             values = x_values if key == X else y_values
             coordinate = top_left.coords[key]
             attrs = common_attributes(
-                [part.coords[key].attrs for part in parts], dropped.setdefault(key, set())
+                (part.coords[key].attrs for part in parts), dropped.setdefault(key, set())
             )
             variables[name] = xr.Variable(
                 variable.dims, values, attrs, whole_chunk(coordinate, len(values))
@@ -272,30 +273,26 @@ def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> x
         if grid.covering:
             check_overlaps(grid, key, dims, donor.shape, registry, grid.placed[0])
         with combining_variable(key):
-            row_arrays = []
+            layout_cells: Iterable[Iterable[ManifestArray]]
             if grid.overlap is not None:
                 layout_cells = _cells_cut(key, dims, grid, registry, count)
             else:
-                layout_cells = [
-                    [
+                # built row by row as they are concatenated (see .blocks)
+                layout_cells = (
+                    (
                         tile.part.arrays[key]
                         if (tile := grid.cell(i, j)) is not None
                         else _hole(key, dims, grid, i, j, donor)
                         for j in range(cols if X in dims else 1)
-                    ]
+                    )
                     for i in range(rows if Y in dims else 1)
-                ]
-            for cells in layout_cells:
-                row_arrays.append(
-                    np.concatenate(cells, axis=dims.index(X)) if len(cells) > 1 else cells[0]  # type: ignore[arg-type]
                 )
-            data = (
-                np.concatenate(row_arrays, axis=dims.index(Y))  # type: ignore[arg-type]
-                if len(row_arrays) > 1
-                else row_arrays[0]
-            )
+            # (an axis a variable lacks has one cell, never concatenated along)
+            x_axis = dims.index(X) if X in dims else 0
+            y_axis = dims.index(Y) if Y in dims else 0
+            data = concatenated((concatenated(cells, x_axis) for cells in layout_cells), y_axis)
         attrs = common_attributes(
-            [part.var_attrs[key] for part in parts], dropped.setdefault(key, set())
+            (part.var_attrs[key] for part in parts), dropped.setdefault(key, set())
         )
         encoding = dict(variable.encoding)
         if count.chunks:

@@ -35,6 +35,7 @@ import xarray as xr
 from virtualizarr.manifests import ManifestArray
 
 from virtualizarr_fill.assemble.attributes import common_attributes, recording_dropped
+from virtualizarr_fill.assemble.blocks import concatenated
 from virtualizarr_fill.assemble.parts import FilePart
 from virtualizarr_fill.assemble.time_stack import same_time_error, time_order
 from virtualizarr_fill.errors import IncompatibleArraysError
@@ -271,26 +272,27 @@ def combine_parts(
             continue
         key = str(name)
         if isinstance(variable.data, ManifestArray):
-            arrays = [part.arrays[key] for part in parts]
             attrs = common_attributes(
-                [part.var_attrs[key] for part in parts], dropped.setdefault(key, set())
+                (part.var_attrs[key] for part in parts), dropped.setdefault(key, set())
             )
             with combining_variable(key):
                 if new_dim:
+                    arrays = [part.arrays[key] for part in parts]
                     data: Any = np.stack(arrays, axis=0)  # type: ignore[call-overload]
                     dims: tuple[Hashable, ...] = (dim, *variable.dims)
                 else:
-                    data = np.concatenate(arrays, axis=variable.dims.index(dim))  # type: ignore[arg-type]
+                    # each file's array built as it is concatenated (see .blocks)
+                    axis = variable.dims.index(dim)
+                    data = concatenated((part.arrays[key] for part in parts), axis)
                     dims = variable.dims
         elif all(key in part.coords for part in parts) and not new_dim:
-            coordinates = [part.coords[key] for part in parts]
-            data = np.concatenate([c.values for c in coordinates])
+            data = np.concatenate([part.coords[key].values for part in parts])
             attrs = common_attributes(
-                [c.attrs for c in coordinates], dropped.setdefault(key, set())
+                (part.coords[key].attrs for part in parts), dropped.setdefault(key, set())
             )
             dims = variable.dims
             # the first file's encoding (its time units, say), as xarray keeps it
-            encoding = whole_chunk(coordinates[0], len(data))
+            encoding = whole_chunk(parts[0].coords[key], len(data))
             variables[name] = xr.Variable(dims, data, attrs, encoding)
             continue
         else:
@@ -336,7 +338,7 @@ def assembled(
     dataset's, and each variable's in ``dropped``) recorded for
     :func:`~.attributes.dropped_attributes`."""
     coord_names = set(template.coords)
-    attrs = common_attributes([part.attributes for part in parts], dropped.setdefault("", set()))
+    attrs = common_attributes((part.attributes for part in parts), dropped.setdefault("", set()))
     ds = with_array_fill_attributes(
         xr.Dataset(
             {n: v for n, v in variables.items() if n not in coord_names},
