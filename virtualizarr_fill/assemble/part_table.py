@@ -225,7 +225,9 @@ class PartTable(Sequence[FilePart]):
             return -1, 0
         dims, attrs, encoding, dtype = value.dims, value.attrs, value.encoding, value.dtype
         size = value.shape[0]
-        key = ("coord", name, dims, id(attrs), id(encoding), dtype.str, size)
+        # (xarray gives a variable without attributes a new empty dictionary on each
+        # read of ``attrs``: every empty one is the same template's)
+        key = ("coord", name, dims, _identity(attrs), _identity(encoding), dtype.str, size)
         template = self._template(key, (dims, attrs, encoding, dtype, size))
         values = self._values.setdefault(name, bytearray())
         start = len(values)
@@ -288,6 +290,11 @@ class PartTable(Sequence[FilePart]):
         # templates keyed by identity are found again by identity: a later file sharing
         # their objects is compacted against the collector's first file anyway
         self._templates = dict(keys)
+
+
+def _identity(mapping: Mapping[Any, Any]) -> int | None:
+    """A mapping's identity, the same (None) for every empty one."""
+    return id(mapping) if mapping else None
 
 
 class _Entries(Mapping[str, Any]):

@@ -32,9 +32,9 @@ from virtualizarr_fill.manifests.dataset import loaded_variables
 from virtualizarr_fill.manifests.store import FileManifestStore
 
 
-@dataclass
+@dataclass(slots=True)
 class FilePart:
-    """One parsed file, for combining."""
+    """One parsed file, for combining (slots: a large combination holds one per file)."""
 
     url: str
     #: Each array as its virtual variable wraps it (no dimension names, fill attributes).

@@ -34,10 +34,10 @@ def _path_in_store(store: Any, url: str) -> str:
 
 
 # Per registry (held weakly), the resolved (store, path) of each file URL: a read resolves
-# its file once, not once per chunk.
-_resolved: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, str]]] = (
-    weakref.WeakKeyDictionary()
-)
+# its file once, not once per chunk. The most recent ones only: a build that reads every
+# tile of a large mosaic once would otherwise keep each tile's URL and path.
+_KNOWN_PER_REGISTRY = 4096
+_resolved: weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, str]]] = weakref.WeakKeyDictionary()
 
 
 def _known(registry: Any) -> dict[str, tuple[Any, str]]:
@@ -73,6 +73,8 @@ def resolve(registry: Any, url: str) -> tuple[Any, str]:
                 f"{url}: no store in the registry resolves it (registered: {listed}); "
                 "register one, e.g. ObjectStoreRegistry({'s3://bucket': S3Store('bucket')})"
             ) from None
+        if len(known) >= _KNOWN_PER_REGISTRY:
+            del known[next(iter(known))]  # the oldest
         found = known[url] = (store, _path_in_store(store, url))
     return found
 
