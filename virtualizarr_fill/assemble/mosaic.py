@@ -37,7 +37,7 @@ from virtualizarr_fill.assemble.placement import (
     layout,
     odd_one,
 )
-from virtualizarr_fill.assemble.series import assembled, leading, whole_chunk
+from virtualizarr_fill.assemble.series import assembled, index_values, leading, whole_chunk
 from virtualizarr_fill.assemble.windows import Materialised, natural_cuts, window
 from virtualizarr_fill.errors import IncompatibleArraysError
 from virtualizarr_fill.fill.combine import FillConflictError
@@ -251,7 +251,7 @@ def combine_tiles(template: xr.Dataset, grid: Layout, registry: Any = None) -> x
                 (part.coords[key].attrs for part in parts), dropped.setdefault(key, set())
             )
             variables[name] = xr.Variable(
-                variable.dims, values, attrs, whole_chunk(coordinate, len(values))
+                variable.dims, index_values(values), attrs, whole_chunk(coordinate, len(values))
             )
             continue
         if X not in dims and Y not in dims:

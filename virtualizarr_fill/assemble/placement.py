@@ -61,7 +61,7 @@ def number(value: float) -> str:
     return f"{value:.10g}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Placed:
     """One tile on the mosaic's grid: its offset and size in the mosaic's pixels."""
 

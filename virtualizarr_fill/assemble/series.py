@@ -293,6 +293,8 @@ def combine_parts(
             dims = variable.dims
             # the first file's encoding (its time units, say), as xarray keeps it
             encoding = whole_chunk(parts[0].coords[key], len(data))
+            if dims == (name,):
+                data = index_values(data)
             variables[name] = xr.Variable(dims, data, attrs, encoding)
             continue
         else:
@@ -314,6 +316,18 @@ def leading(part: FilePart, name: str, variable: xr.Variable) -> xr.Variable:
         )
     attrs = part.var_attrs.get(name, variable.attrs)
     return xr.Variable(variable.dims, part.arrays[name], attrs, dict(variable.encoding))
+
+
+def index_values(values: np.ndarray) -> Any:
+    """A combined dimension coordinate's numbers as the pandas index xarray builds on
+    them, sharing their memory: given a NumPy array, xarray copies it into its index, two
+    copies of a coordinate of millions of values (times and other kinds are left to
+    xarray, which picks their index)."""
+    import pandas as pd
+
+    if values.ndim == 1 and values.dtype.kind in "iuf":
+        return pd.Index(values, copy=False)
+    return values
 
 
 def whole_chunk(variable: xr.Variable, length: int) -> dict[Hashable, Any]:
@@ -353,6 +367,7 @@ __all__ = [
     "assembled",
     "check_same_structure",
     "combine_parts",
+    "index_values",
     "leading",
     "order_parts",
     "readable",
