@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import array
 import math
+import pickle
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast, overload
 
@@ -77,6 +79,10 @@ class PartTable(Sequence[FilePart]):
         self._chunk_lengths: array.array[int] = array.array("Q")
         # coordinate values, end to end, by name
         self._values: dict[str, bytearray] = {}
+        # each file's own attribute values (pickled, each after its length)
+        self._own_values = bytearray()
+        #: The URL of the file being kept (its chunks' path, usually: one string for both).
+        self._url = ""
 
     # -- Sequence --------------------------------------------------------------------
 
@@ -129,6 +135,7 @@ class PartTable(Sequence[FilePart]):
         """Keep a compacted part (its objects shared with the table's where they are the
         same objects)."""
         row = len(self._urls)
+        self._url = part.url
         names = (tuple(part.arrays), tuple(part.var_attrs), tuple(part.coords))
         self._names.append(self._template(("names", names), names))
         self._dims.append(self._intern(part.dims))
@@ -193,7 +200,7 @@ class PartTable(Sequence[FilePart]):
         last = self._path_table[-1] if self._path_table else None
         for path in entries.paths.ravel().tolist():
             if path != last:  # the chunks of a file share its path
-                self._path_table.append(path)
+                self._path_table.append(self._url if path == self._url else path)
                 last = path
             self._chunk_paths.append(len(self._path_table) - 1)
         self._chunk_offsets.extend(entries.offsets.ravel().tolist())
@@ -210,8 +217,14 @@ class PartTable(Sequence[FilePart]):
         if list(base) != list(value):
             return -1, 0
         own = tuple((k, v) for k, v in value.items() if v is not base[k])
-        self._objects.append(own)  # this file's own: not looked up by identity
-        return base_index, len(self._objects) - 1
+        # this file's own values, as bytes: kept as objects they would be a dozen small
+        # ones a tile, spread among what parsing frees, which keeps its memory from
+        # being given back
+        record = pickle.dumps(own, protocol=pickle.HIGHEST_PROTOCOL)
+        start = len(self._own_values)
+        self._own_values += struct.pack("<I", len(record))
+        self._own_values += record
+        return base_index, start
 
     def _keep_coordinate(self, name: str, value: Any) -> tuple[int, int]:
         """Keep a 1-D coordinate's values end to end, its dimensions, attributes and
@@ -252,8 +265,9 @@ class PartTable(Sequence[FilePart]):
         if kind == "arrays":
             return self._read_array(template, start)
         if kind == "var_attrs":
+            (size,) = struct.unpack_from("<I", self._own_values, start)
             attributes = dict(template)
-            attributes.update(self._objects[start])
+            attributes.update(pickle.loads(self._own_values[start + 4 : start + 4 + size]))
             return attributes
         dims, attrs, encoding, dtype, size = template
         values = np.frombuffer(self._values[name][start : start + size * dtype.itemsize], dtype)
