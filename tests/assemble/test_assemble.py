@@ -48,7 +48,8 @@ def _datasets(paths: list[Path], parser: Any, **kwargs: Any) -> list[xr.Dataset]
 
 def _same_combination(ours: xr.Dataset, theirs: xr.Dataset) -> None:
     """Equal as datasets go (variable order aside), except that a combined coordinate
-    is one chunk where xarray keeps the first file's chunk length."""
+    is one chunk where xarray keeps the first file's chunk length, compressed with zarr's
+    default where the files stored theirs uncompressed."""
     assert set(ours.variables) == set(theirs.variables)
     variables = {}
     for name in ours.variables:
@@ -56,6 +57,8 @@ def _same_combination(ours: xr.Dataset, theirs: xr.Dataset) -> None:
         if variable.ndim == 1 and ours[name].encoding.get("chunks") == (variable.size,):
             variable.encoding["chunks"] = (variable.size,)
             variable.encoding["preferred_chunks"] = {variable.dims[0]: variable.size}
+            if "compressors" not in ours[name].encoding:  # only where theirs has none
+                assert variable.encoding.pop("compressors", ()) == ()
         variables[name] = variable
     ordered = xr.Dataset(
         {n: variables[n] for n in ours.data_vars},

@@ -57,3 +57,34 @@ def test_mosaic_built_from_the_kept_parts_reads_as_rasterio_merges(
             source.close()
     ds = virtualizarr_fill.open_icechunk(str(tmp_path / "m.icechunk"))
     np.testing.assert_array_equal(ds["band_data"].values, expected)
+
+
+def test_combined_coordinates_are_one_compressed_chunk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tiles store their pixel centres uncompressed; the mosaic's ``y`` (millions of
+    values for a column of many tiles, read at every open) is one chunk, compressed with
+    zarr's default, and holds rasterio's pixel centres."""
+    import icechunk
+    import zarr
+    from rasterio.transform import xy
+
+    (tmp_path / "tiles").mkdir()
+    paths = sorted(_georeferenced_strips(tmp_path / "tiles", 5, shuffle=False))
+    code, out, _ = run_cli(capsys, "build", *paths, "--mosaic", "--out", tmp_path / "m.icechunk")
+    assert code == 0, out
+    with rasterio.open(paths[0]) as first:
+        assert first.profile.get("compress") == "deflate"  # (the image, not the centres)
+    sources = [rasterio.open(p) for p in paths]
+    try:
+        merged, transform = rasterio.merge.merge(sources)
+    finally:
+        for source in sources:
+            source.close()
+    rows = np.arange(merged.shape[1])
+    _, expected_y = xy(transform, rows, np.zeros_like(rows))
+    repo = icechunk.Repository.open(icechunk.local_filesystem_storage(str(tmp_path / "m.icechunk")))
+    y = zarr.open_array(repo.readonly_session("main").store, path="y", mode="r")
+    assert y.chunks == y.shape == (merged.shape[1],)
+    assert [c.to_dict()["name"] for c in y.compressors] == ["zstd"]
+    np.testing.assert_array_equal(y[:], np.asarray(expected_y))

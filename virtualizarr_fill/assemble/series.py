@@ -333,11 +333,16 @@ def index_values(values: np.ndarray) -> Any:
 def whole_chunk(variable: xr.Variable, length: int) -> dict[Hashable, Any]:
     """``variable``'s encoding for a combined 1-D coordinate of ``length`` values: one
     chunk (xarray would keep the first file's chunk length, and a coordinate of a
-    thousand files would be written as a thousand chunks, each read at every open)."""
+    thousand files would be written as a thousand chunks, each read at every open),
+    compressed with zarr's default where the file stored its own uncompressed (a
+    GeoTIFF's pixel centres: the 6 million ``y`` values of a column of 100,000 tiles
+    take 48 MB raw, 9 MB compressed, read at every open)."""
     encoding = dict(variable.encoding)
     if "chunks" in encoding:
         encoding["chunks"] = (length,)
         encoding["preferred_chunks"] = {variable.dims[0]: length}
+    if "compressors" in encoding and not encoding["compressors"] and not encoding.get("filters"):
+        del encoding["compressors"]
     return encoding
 
 

@@ -22,6 +22,7 @@ from virtualizarr_fill.cli._destinations import (
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
+from virtualizarr_fill.cli._memory import give_back_freed_memory
 from virtualizarr_fill.cli._ownership import check_replaceable
 from virtualizarr_fill.cli._parse import (
     ParsedFile,
@@ -325,6 +326,7 @@ def command_build(args: argparse.Namespace) -> int:
         # ``combined`` holds what the files' parts gave it: freed before writing, their
         # memory serves the writer, and the peak holds one of the two
         del combination
+        give_back_freed_memory()
     combine_done = time.perf_counter()
 
     all_inputs = [*known, *parsed.used]
@@ -359,7 +361,5 @@ def command_build(args: argparse.Namespace) -> int:
         "total": finished - started,
     }
     appended = bool(args.append)
-    print_build_summary(
-        written, snapshot, parsed, combined, destination, timings, notes, appended
-    )
+    print_build_summary(written, snapshot, parsed, combined, destination, timings, notes, appended)
     return EXIT_OK

@@ -220,7 +220,5 @@ def command_build_stac(args: argparse.Namespace) -> int:
         "total": finished - started,
     }
     appended = bool(args.append)
-    print_build_summary(
-        written, snapshot, parsed, combined, destination, timings, notes, appended
-    )
+    print_build_summary(written, snapshot, parsed, combined, destination, timings, notes, appended)
     return EXIT_OK
