@@ -20,8 +20,8 @@ import virtualizarr_fill
 from tests._manifest_builders import read_manifest_array
 from tests._native_references import rasterio_merge
 from tests.assemble.test_assemble import REGISTRY
+from tests.assemble.test_collector_memory import _collected
 from virtualizarr_fill import TIFFParser
-from virtualizarr_fill.assemble.collecting import Collector
 from virtualizarr_fill.assemble.parts import file_part
 
 #: Worker processes started afresh (a fork would copy the parent's I/O threads' locks).
@@ -69,14 +69,6 @@ def _arrays_held(root: object) -> int:
             arrays += 1
         stack.extend(gc.get_referents(obj))
     return arrays
-
-
-def _collected(paths: list[Path]) -> Collector:
-    parser = TIFFParser()
-    collector = Collector(["y", "x"], new_dim=False, decode_times=None)
-    for path in paths:
-        collector.add(parser(url=f"file://{path}", registry=REGISTRY))
-    return collector
 
 
 def test_a_collector_holds_as_many_arrays_for_many_files_as_for_few(tmp_path: Path) -> None:
