@@ -97,6 +97,17 @@ def icechunk_writer(name: str) -> Callable[..., Any]:
     return _private("virtualizarr.writers.icechunk", name, "to write to Icechunk")
 
 
+def icechunk_encoding_keys() -> frozenset[str]:
+    """The keys of a variable's encoding that VirtualiZarr's Icechunk writer stores as
+    array attributes (the CF encoding xarray decodes)."""
+    import virtualizarr.writers.icechunk as writer
+
+    keys = getattr(writer, "ENCODING_KEYS", None)
+    if keys is None:  # named as in VirtualiZarr 2.8
+        keys = ("_FillValue", "missing_value", "scale_factor", "add_offset")
+    return frozenset(keys)
+
+
 @functools.cache
 def kerchunk_writer(name: str) -> Callable[..., Any]:
     """A function of VirtualiZarr's kerchunk writer module."""

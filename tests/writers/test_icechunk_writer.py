@@ -73,6 +73,41 @@ def test_rectilinear_array_round_trip(concat_fixtures: dict[str, Path], tmp_path
     np.testing.assert_array_equal(icechunk_read(repo).band.values, expected)
 
 
+def _described(vds: xr.Dataset) -> xr.Dataset:
+    """``vds`` with attributes and a CF encoding on its band."""
+    band = vds.band.assign_attrs(units="K", long_name="brightness", valid_range=[0, 250])
+    band.encoding = {"scale_factor": 0.5, "add_offset": -10.0, "dtype": "uint8"}
+    return vds.assign(band=band)
+
+
+def test_rectilinear_document_is_compact_and_described_as_virtualizarr_does(
+    concat_fixtures: dict[str, Path], tmp_path: Path
+) -> None:
+    """A rectilinear array's document is written once, without indentation (its edges
+    are a number each), and carries the attributes VirtualiZarr's own writer gives a
+    regular array of the same variable."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+
+    names = ["strip_padded_zlib_0", "strip_short_zlib_1", "strip_padded_zlib_2"]
+    rectilinear = xr.concat([_tiff_vds(concat_fixtures, n) for n in names], dim="y")
+    ours = icechunk_repo(tmp_path / "ours", _fixture_dir(concat_fixtures))
+    icechunk_write(ours, _described(rectilinear))
+    theirs = icechunk_repo(tmp_path / "theirs", _fixture_dir(concat_fixtures))
+    icechunk_write(theirs, _described(_tiff_vds(concat_fixtures, "strip_padded_1")))
+
+    assert isinstance(_stored(ours, "band").chunk_grid, RectilinearChunkGridMetadata)
+    assert isinstance(_stored(theirs, "band").chunk_grid, RegularChunkGridMetadata)
+    assert _stored(ours, "band").attributes == _stored(theirs, "band").attributes
+    assert _stored(ours, "band").attributes["scale_factor"] == 0.5
+    store = ours.readonly_session("main").store
+    document = asyncio.run(store.get("band/zarr.json", default_buffer_prototype()))
+    assert b"\n" not in document.to_bytes() and b", " not in document.to_bytes()
+    read = icechunk_read(ours).band
+    assert read.attrs["units"] == "K" and read.encoding["scale_factor"] == 0.5
+
+
 def test_hdf5_crop_round_trip(concat_fixtures: dict[str, Path], tmp_path: Path) -> None:
     paths = [concat_fixtures[f"chunked_gzip_{k}"] for k in range(3)]
     vds = xr.concat([virtual_dataset({"data": hdf5_manifest_array(p)}) for p in paths], dim="x")

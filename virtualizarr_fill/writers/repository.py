@@ -109,11 +109,13 @@ def container_prefixes(urls: Iterable[str]) -> list[str]:
     """The virtual chunk container prefixes that cover every URL: the common directory
     of the local files, and each S3 bucket."""
     prefixes: list[str] = []
-    local: list[Path] = []
+    # A set of directories, not a list of files: an archive's files sit in a few
+    # directories, and commonpath splits every path it is given into its components.
+    local: set[str] = set()
     for url in urls:
         parts = urlsplit(url)
         if parts.scheme == "file":
-            local.append(Path(unquote(parts.path)))
+            local.add(os.path.dirname(unquote(parts.path)))
         elif parts.scheme in ("s3", "s3a"):
             prefixes.append(f"{parts.scheme}://{parts.netloc}/")
         else:
@@ -123,7 +125,7 @@ def container_prefixes(urls: Iterable[str]) -> list[str]:
                 "write kerchunk references"
             )
     if local:
-        common = Path(os.path.commonpath([str(p.parent) for p in local]))
+        common = Path(os.path.commonpath(sorted(local)))
         # The prefix is matched against the references' URLs, which name files by their
         # raw path (file:///data/a+b/x.tif), not by a percent-encoded URI.
         prefixes.append("file://" + str(common).rstrip("/") + "/")
