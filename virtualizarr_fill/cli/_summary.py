@@ -5,6 +5,7 @@ attributes, warnings, timings, and how to open the result."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from virtualizarr_fill.cli._destinations import Destination, open_icechunk_repository
@@ -14,9 +15,17 @@ from virtualizarr_fill.cli._write import virtual_names
 if TYPE_CHECKING:
     import xarray as xr
 
+    from virtualizarr_fill.assemble.windows import Materialised
     from virtualizarr_fill.cli.build import _Parsed
 
-__all__ = ["array_lines", "chunk_count", "print_build_summary", "stored_array_lines"]
+__all__ = [
+    "DatasetFacts",
+    "array_lines",
+    "chunk_count",
+    "dataset_facts",
+    "print_build_summary",
+    "stored_array_lines",
+]
 
 
 def chunk_count(dataset: xr.Dataset) -> int:
@@ -88,10 +97,38 @@ def how_to_open(destination: Destination) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What the summary says of the combined dataset, taken before it is written (the
+    writer frees the dataset as it goes)."""
+
+    arrays: list[str]
+    chunks: int
+    stored: Materialised
+    readers: str
+    dropped: dict[str, list[str]]
+
+
+def dataset_facts(dataset: xr.Dataset) -> DatasetFacts:
+    """The summary's facts of ``dataset`` (its arrays as combined)."""
+    from virtualizarr_fill.assemble import dropped_attributes
+    from virtualizarr_fill.assemble.windows import materialised_in
+    from virtualizarr_fill.codecs.reader_packages import reader_requirement
+
+    codecs = {n: dataset.variables[n].data.metadata.codecs for n in virtual_names(dataset)}
+    return DatasetFacts(
+        arrays=array_lines(dataset),
+        chunks=chunk_count(dataset),
+        stored=materialised_in(dataset),
+        readers=reader_requirement(codecs),
+        dropped=dropped_attributes(dataset),
+    )
+
+
 def print_summary(
     written: str,
     parsed: _Parsed,
-    dataset: xr.Dataset,
+    facts: DatasetFacts,
     arrays: Sequence[str],
     timings: dict[str, float],
     notes: Sequence[str],
@@ -103,21 +140,14 @@ def print_summary(
     lines.append(f"  files:     {len(parsed.used)} virtualized, {len(parsed.skipped)} skipped")
     lines.append(f"  arrays:    {len(arrays)}")
     lines.extend(f"    {line}" for line in arrays)
-    from virtualizarr_fill.assemble.windows import materialised_in
-
-    stored = materialised_in(dataset)
+    stored = facts.stored
     added = " by the appended files" if appended else ""
     as_values = f", {stored}" if stored.chunks else ""
-    lines.append(f"  chunks:    {chunk_count(dataset)} referenced{added}{as_values}")
-    from virtualizarr_fill.codecs.reader_packages import reader_requirement
-
-    codecs = {n: dataset.variables[n].data.metadata.codecs for n in virtual_names(dataset)}
-    lines.append(f"  readers:   {reader_requirement(codecs)}")
+    lines.append(f"  chunks:    {facts.chunks} referenced{added}{as_values}")
+    lines.append(f"  readers:   {facts.readers}")
     lines.append(f"  refusals:  {len(report.refusals)}")
     lines.extend(f"    {display(r.url)}: {r.name}: {r.reason}" for r in report.refusals)
-    from virtualizarr_fill.assemble import dropped_attributes
-
-    dropped = dropped_attributes(dataset)
+    dropped = facts.dropped
     if dropped:  # descriptive attributes the files disagree on (history, ...)
         listed = "; ".join(f"{n or '(dataset)'}: {', '.join(k)}" for n, k in dropped.items())
         lines.append(f"  dropped attributes (they differ between files): {listed}")
@@ -141,18 +171,19 @@ def print_build_summary(
     written: str,
     snapshot: str | None,
     parsed: _Parsed,
-    combined: xr.Dataset,
+    facts: DatasetFacts,
     destination: Destination,
     timings: dict[str, float],
     notes: Sequence[str],
-    appended: bool,
+    appended: xr.Dataset | None = None,
 ) -> None:
-    """Print the build summary: after an append, of the whole stored arrays."""
-    if appended:
+    """Print the build summary; after an append (``appended``, the dataset appended),
+    of the whole stored arrays."""
+    if appended is not None:
         assert snapshot is not None
         repo = open_icechunk_repository(destination.text)
-        arrays = stored_array_lines(repo, snapshot, combined)
+        arrays = stored_array_lines(repo, snapshot, appended)
     else:
-        arrays = array_lines(combined)
+        arrays = facts.arrays
     how = how_to_open(destination)
-    print_summary(written, parsed, combined, arrays, timings, notes, how, appended)
+    print_summary(written, parsed, facts, arrays, timings, notes, how, appended is not None)

@@ -19,6 +19,7 @@ from virtualizarr_fill.cli._destinations import (
     import_optional,
 )
 from virtualizarr_fill.cli._errors import EXIT_USAGE, CliError
+from virtualizarr_fill.cli._memory import Handoff, give_back_freed_memory
 from virtualizarr_fill.cli._record import INPUTS_KEY, RECORD_KEY, BuildRecord
 from virtualizarr_fill.cli.progress import Progress
 from virtualizarr_fill.errors import UnsupportedFeatureError
@@ -75,26 +76,34 @@ def _commit(session: Any, message: str, urls: Sequence[str]) -> str:
 
 
 def write_icechunk(
-    dataset: xr.Dataset,
+    handoff: Handoff[xr.Dataset],
     urls: Sequence[str],
     destination: Destination,
     message: str,
     record: BuildRecord,
 ) -> str:
-    """Write into a new Icechunk repository, recording how it was built; the only
-    commit happens at the very end. Returns the snapshot id."""
+    """Write the dataset handed off into a new Icechunk repository, recording how it
+    was built; the only commit happens at the very end, once the dataset is freed.
+    Returns the snapshot id."""
     from virtualizarr_fill.writers import to_icechunk
     from virtualizarr_fill.writers.attributes import without_non_finite_attributes
 
     repo = create_icechunk_repository(destination, urls)
     session = repo.writable_session("main")
-    dataset = dataset.assign_attrs({RECORD_KEY: record.to_attribute()})
+    dataset = handoff.take().assign_attrs({RECORD_KEY: record.to_attribute()})
     # Once for the whole dataset (to_icechunk would warn again for every step).
-    steps = _write_steps(without_non_finite_attributes(dataset))
+    steps: list[xr.Dataset | None] = list(_write_steps(without_non_finite_attributes(dataset)))
+    del dataset
     with Progress("write", len(steps) + 1, "steps") as progress:
-        for index, piece in enumerate(steps):
+        for index in range(len(steps)):
+            piece, steps[index] = steps[index], None
+            assert piece is not None
             to_icechunk(piece, session.store, mode="w-" if index == 0 else "a")
+            del piece
             progress.advance()
+        # Icechunk holds the references now: the dataset's memory (its manifests,
+        # coordinates, chunk grids) goes back before the commit builds the manifests.
+        give_back_freed_memory()
         snapshot = _commit(session, message, urls)
         progress.advance()
     return snapshot
@@ -232,15 +241,16 @@ def _swap_directory(new: Path, final: Path, aside: Path) -> None:
 
 
 def write_new_store(
-    combined: xr.Dataset,
+    combined: Handoff[xr.Dataset],
     inputs: Sequence[str],
     destination: Destination,
     args: argparse.Namespace,
     message: str,
     record: BuildRecord,
 ) -> tuple[str, str | None]:
-    """Write a new store (replacing only one of ours, once the new one is complete):
-    what was written, and the Icechunk snapshot (None for kerchunk references)."""
+    """Write the combined dataset handed off as a new store (replacing only one of ours,
+    once the new one is complete): what was written, and the Icechunk snapshot (None for
+    kerchunk references)."""
     snapshot = None
     with staged(destination, args.overwrite) as target:
         if destination.kind == "icechunk":
@@ -251,7 +261,7 @@ def write_new_store(
             assert target is not None
             import_optional("kerchunk", "kerchunk")
             zarr_format = write_kerchunk(
-                combined, target, destination.kind, args.kerchunk_format, record
+                combined.take(), target, destination.kind, args.kerchunk_format, record
             )
             written = (
                 f"kerchunk {destination.kind} references {destination.text} "

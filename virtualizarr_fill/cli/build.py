@@ -22,7 +22,7 @@ from virtualizarr_fill.cli._destinations import (
 )
 from virtualizarr_fill.cli._errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_USAGE, PROG, CliError
 from virtualizarr_fill.cli._inputs import display, expand_inputs
-from virtualizarr_fill.cli._memory import give_back_freed_memory
+from virtualizarr_fill.cli._memory import Handoff, give_back_freed_memory
 from virtualizarr_fill.cli._ownership import check_replaceable
 from virtualizarr_fill.cli._parse import (
     ParsedFile,
@@ -34,7 +34,7 @@ from virtualizarr_fill.cli._parse import (
 )
 from virtualizarr_fill.cli._record import BuildRecord, package_version, recorded_inputs
 from virtualizarr_fill.cli._settings import POOL_THRESHOLD
-from virtualizarr_fill.cli._summary import print_build_summary
+from virtualizarr_fill.cli._summary import dataset_facts, print_build_summary
 from virtualizarr_fill.cli._write import append_icechunk, write_new_store
 from virtualizarr_fill.cli.progress import Progress
 from virtualizarr_fill.cli.scenes import check_scene_arguments, scene_parser_options
@@ -343,15 +343,21 @@ def command_build(args: argparse.Namespace) -> int:
     along = "as a mosaic" if plan.mode == "mosaic" else f"along {plan.dim!r}" if plan.dim else ""
     message = f"{PROG} build: {len(parsed.used)} files {along}".rstrip()
     snapshot: str | None
+    facts = dataset_facts(combined)
+    appended: xr.Dataset | None = None
     if args.append:
         assert stored is not None and plan.dim is not None
         check_append(stored, combined, plan, destination.text, combination.parts())
         message = f"{PROG} build --append: {len(parsed.used)} files {along}"
         snapshot = append_icechunk(combined, parsed.used, repo, plan.dim, message, record)
         written = f"Icechunk repository {destination.text} (snapshot {snapshot}, appended)"
+        appended = combined
     else:
+        # The writer takes the only reference, and frees the dataset before it commits.
+        handoff = Handoff(combined)
+        del combined
         written, snapshot = write_new_store(
-            combined, parsed.used, destination, args, message, record
+            handoff, parsed.used, destination, args, message, record
         )
     finished = time.perf_counter()
     timings = {
@@ -360,6 +366,5 @@ def command_build(args: argparse.Namespace) -> int:
         "write": finished - combine_done,
         "total": finished - started,
     }
-    appended = bool(args.append)
-    print_build_summary(written, snapshot, parsed, combined, destination, timings, notes, appended)
+    print_build_summary(written, snapshot, parsed, facts, destination, timings, notes, appended)
     return EXIT_OK

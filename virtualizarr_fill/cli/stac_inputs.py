@@ -150,9 +150,10 @@ def command_build_stac(args: argparse.Namespace) -> int:
     """``build --stac``: see the module docstring."""
     from virtualizarr_fill.cli._combine import Plan, check_append
     from virtualizarr_fill.cli._destinations import Destination
+    from virtualizarr_fill.cli._memory import Handoff
     from virtualizarr_fill.cli._parse import parser_from_options, parser_options
     from virtualizarr_fill.cli._record import BuildRecord, package_version, recorded_inputs
-    from virtualizarr_fill.cli._summary import print_build_summary
+    from virtualizarr_fill.cli._summary import dataset_facts, print_build_summary
     from virtualizarr_fill.cli._write import append_icechunk, write_new_store
     from virtualizarr_fill.cli.build import (
         _append_source,
@@ -205,20 +206,26 @@ def command_build_stac(args: argparse.Namespace) -> int:
     steps = combined.sizes[TIME]
     message = f"{PROG} build --stac: {len(urls)} files in {steps} time steps"
     snapshot: str | None
+    appended: xr.Dataset | None = None
     if args.append:
+        facts = dataset_facts(combined)
         check_append(stored, _stored_with_decoded_time(combined), plan, destination.text)
         message = f"{PROG} build --append --stac: {len(urls)} files in {steps} time steps"
         snapshot = append_icechunk(combined, urls, repo, TIME, message, record)
         written = f"Icechunk repository {destination.text} (snapshot {snapshot}, appended)"
+        appended = combined
     else:
         combined = combined.assign_attrs({STAC_KEY: json.dumps(recorded, sort_keys=True)})
-        written, snapshot = write_new_store(combined, urls, destination, args, message, record)
+        facts = dataset_facts(combined)
+        # The writer takes the only reference, and frees the dataset before it commits.
+        handoff = Handoff(combined)
+        del combined
+        written, snapshot = write_new_store(handoff, urls, destination, args, message, record)
     finished = time.perf_counter()
     timings = {
         "parse": parse_done - started,
         "write": finished - parse_done,
         "total": finished - started,
     }
-    appended = bool(args.append)
-    print_build_summary(written, snapshot, parsed, combined, destination, timings, notes, appended)
+    print_build_summary(written, snapshot, parsed, facts, destination, timings, notes, appended)
     return EXIT_OK
