@@ -79,3 +79,45 @@ def test_combined_coordinates_are_one_compressed_chunk(
     assert y.chunks == y.shape == (merged.shape[1],)
     assert [type(c).__name__ for c in y.compressors] == ["ZstdCodec"]
     np.testing.assert_array_equal(y[:], np.asarray(expected_y))
+
+
+def test_combined_dataset_is_freed_before_the_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Icechunk commit, the write's peak, runs once the combined dataset is gone:
+    the writer holds the only reference and drops it once Icechunk has the references.
+    The summary printed afterwards still describes the arrays written."""
+    import weakref
+
+    from virtualizarr_fill.cli import _combine, _write
+
+    combined: list[weakref.ref[object]] = []
+    alive_at_commit: list[bool] = []
+    result, commit = _combine.Combination.result, _write._commit
+
+    def recording_result(self: Combination) -> object:
+        dataset = result(self)
+        combined.append(weakref.ref(dataset))
+        return dataset
+
+    def observed_commit(*args: object) -> str:
+        alive_at_commit.append(combined[0]() is not None)
+        return commit(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_combine.Combination, "result", recording_result)
+    monkeypatch.setattr(_write, "_commit", observed_commit)
+    (tmp_path / "tiles").mkdir()
+    paths = sorted(_georeferenced_strips(tmp_path / "tiles", 3, shuffle=False))
+    code, out, _ = run_cli(capsys, "build", *paths, "--mosaic", "--out", tmp_path / "m.icechunk")
+    assert code == 0, out
+    assert alive_at_commit == [False]
+    assert "files:     3 virtualized" in out and "band_data 1x" in out and "(loaded)" in out
+
+
+def test_a_handoff_is_taken_once() -> None:
+    from virtualizarr_fill.cli._memory import Handoff
+
+    handoff = Handoff([1, 2])
+    assert handoff.take() == [1, 2]
+    with pytest.raises(RuntimeError, match="already taken"):
+        handoff.take()
