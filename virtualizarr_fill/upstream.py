@@ -103,7 +103,7 @@ def icechunk_encoding_keys() -> frozenset[str]:
     import virtualizarr.writers.icechunk as writer
 
     keys = getattr(writer, "ENCODING_KEYS", None)
-    if keys is None:  # named as in VirtualiZarr 2.8
+    if keys is None:  # the constant moved or was renamed: VirtualiZarr 2.8's keys
         keys = ("_FillValue", "missing_value", "scale_factor", "add_offset")
     return frozenset(keys)
 
