@@ -265,3 +265,19 @@ def test_repository_manifests_split(
     expected = np.concatenate([native_tiff(p) for p in paths])
     read = repository.open_repository(tmp_path / "repo")
     np.testing.assert_array_equal(icechunk_read(read).band.values, expected)
+
+
+def test_repository_containers_name_each_bucket_and_the_common_directory_once(
+    tmp_path: Path,
+) -> None:
+    """The virtual chunk containers of a new repository: the directory every local file
+    lies under, and each S3 bucket, once, however many files name them."""
+    from virtualizarr_fill.writers import repository
+
+    data = tmp_path / "data"
+    local = [f"{(data / '2020' / f'a{i}.tif').as_uri()}" for i in range(3)]
+    local.append((data / "2021" / "b.tif").as_uri())
+    buckets = ["s3://bucket-b/x.tif", "s3://bucket-a/y.tif", "s3://bucket-b/z/w.tif"]
+    repo = repository.create_repository(tmp_path / "repo", [*local, *buckets])
+    containers = set(repo.config.virtual_chunk_containers)
+    assert containers == {f"file://{data}/", "s3://bucket-a/", "s3://bucket-b/"}

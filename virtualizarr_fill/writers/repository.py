@@ -108,16 +108,16 @@ def storage_for(location: str | os.PathLike[str]) -> icechunk.Storage:
 def container_prefixes(urls: Iterable[str]) -> list[str]:
     """The virtual chunk container prefixes that cover every URL: the common directory
     of the local files, and each S3 bucket."""
-    prefixes: list[str] = []
-    # A set of directories, not a list of files: an archive's files sit in a few
-    # directories, and commonpath splits every path it is given into its components.
+    # Each bucket and directory once, not once a file: an archive's files sit in a few,
+    # and commonpath splits every path it is given into its components.
+    prefixes: dict[str, None] = {}
     local: set[str] = set()
     for url in urls:
         parts = urlsplit(url)
         if parts.scheme == "file":
             local.add(os.path.dirname(unquote(parts.path)))
         elif parts.scheme in ("s3", "s3a"):
-            prefixes.append(f"{parts.scheme}://{parts.netloc}/")
+            prefixes[f"{parts.scheme}://{parts.netloc}/"] = None
         else:
             raise UnsupportedFeatureError(
                 f"{url}: Icechunk virtual chunk containers for {parts.scheme}:// locations "
@@ -128,8 +128,8 @@ def container_prefixes(urls: Iterable[str]) -> list[str]:
         common = Path(os.path.commonpath(sorted(local)))
         # The prefix is matched against the references' URLs, which name files by their
         # raw path (file:///data/a+b/x.tif), not by a percent-encoded URI.
-        prefixes.append("file://" + str(common).rstrip("/") + "/")
-    return list(dict.fromkeys(prefixes))
+        prefixes["file://" + str(common).rstrip("/") + "/"] = None
+    return list(prefixes)
 
 
 def _container(prefix: str) -> icechunk.VirtualChunkContainer:
