@@ -121,3 +121,27 @@ def test_a_handoff_is_taken_once() -> None:
     assert handoff.take() == [1, 2]
     with pytest.raises(RuntimeError, match="already taken"):
         handoff.take()
+
+
+def test_build_imports_nothing_from_a_thread_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Modules that import each other cannot be imported from two threads at once
+    (Python hands one thread the other's half-initialized module: an ImportError the
+    build reported as an internal error): the build starts no thread of its own."""
+    import threading
+
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def recording_start(self: threading.Thread) -> None:
+        target = getattr(self, "_target", None)
+        started.append(f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', '')}")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", recording_start)
+    (tmp_path / "tiles").mkdir()
+    paths = sorted(_georeferenced_strips(tmp_path / "tiles", 2, shuffle=False))
+    code, out, _ = run_cli(capsys, "build", *paths, "--mosaic", "--out", tmp_path / "m.icechunk")
+    assert code == 0, out
+    assert not [name for name in started if name.startswith("virtualizarr_fill.cli")]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -78,12 +77,6 @@ def _default_workers(inputs: Sequence[str], files: int) -> int:
     if _tiff_only(inputs):
         return 0
     return (os.cpu_count() or 1) if files >= POOL_THRESHOLD else 1
-
-
-def _import_stack() -> None:
-    import virtualizarr_fill.assemble
-    import virtualizarr_fill.formats
-    import virtualizarr_fill.writers  # noqa: F401
 
 
 def _parse_into(
@@ -282,7 +275,6 @@ def command_build(args: argparse.Namespace) -> int:
         # The fork server imports the parsing stack while this process imports what
         # choosing, combining and writing take: on two cores, at the same time.
         start_workers_early()
-    threading.Thread(target=_import_stack, daemon=True).start()
     destination = Destination.parse(args.out)
     repo = stored = None
     known: list[str] = []
